@@ -1,0 +1,112 @@
+"""`grader`: the one command staff, TAs and students run.
+
+Each subcommand parses its options and calls one function in the module that owns the job; heavy
+imports (torch, Triton) stay inside those functions so `grader --help` is instant.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from grader.errors import GraderError
+
+
+class _Group(click.Group):
+    """Turns a GraderError anywhere below into a one-line message and exit status 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except GraderError as error:
+            raise click.ClickException(str(error)) from None
+
+
+@click.group(cls=_Group)
+@click.version_option(package_name="gpu-systems-assignment")
+def main():
+    """GPU-systems assignment: grade submissions, build the handout, benchmark kernels."""
+
+
+# --- grade (owned by grader/runner.py) ---------------------------------------------------------------
+
+
+@main.command()
+@click.argument("submissions", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", default="reports", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for grades.csv, index.html and one folder per submission.")
+@click.option("--suite", type=click.Choice(["public", "hidden", "all"]), default="all", show_default=True)
+@click.option("--gpus", default=None, help="Comma-separated GPU indices (default: all visible).")
+@click.option("--jobs", type=int, default=None, help="Parallel submissions on a CPU-only machine.")
+@click.option("--timeout", type=float, default=None, help="Wall-clock budget per submission, seconds.")
+@click.option("--only", multiple=True, help="Grade only these student ids (repeatable).")
+@click.option("--force", is_flag=True, help="Regrade even when files and suite are unchanged.")
+@click.option("--no-sandbox", is_flag=True, help="Do not run submissions inside bubblewrap.")
+@click.option("--no-perf", is_flag=True, help="Skip the timed performance checks.")
+def grade(**options):
+    """Grade every submission in SUBMISSIONS (one folder or archive per student)."""
+    from grader.runner import grade_all
+
+    sys.exit(grade_all(**options))
+
+
+# --- handout (owned by grader/handout/) --------------------------------------------------------------
+
+
+@main.group()
+def handout():
+    """Build what students receive from solutions/."""
+
+
+@handout.command()
+@click.option("--check", is_flag=True, help="Only verify assignment/ is up to date; exit 1 if not.")
+def stubs(check):
+    """Write assignment/ from solutions/ (solution regions become NotImplementedError)."""
+    from grader.handout.stubs import write_stubs
+
+    sys.exit(write_stubs(check_only=check))
+
+
+@handout.command()
+@click.option("--out", default="dist/handout", show_default=True, type=click.Path(file_okay=False))
+@click.option("--no-verify", is_flag=True, help="Skip the consistency proofs (faster, for drafts).")
+def build(out, no_verify):
+    """Build the student handout folder and its .tar.gz, then prove it consistent."""
+    from grader.handout.build import build_handout
+
+    sys.exit(build_handout(out, verify=not no_verify))
+
+
+# --- bench and calibrate (owned by grader/bench.py) --------------------------------------------------
+
+
+@main.command()
+@click.option("--impl", "impl_name", default="solutions", show_default=True,
+              help="assignment, solutions, or a path to a submission.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write the measurements as JSON.")
+@click.option("--chart", type=click.Path(dir_okay=False), default="roofline.svg", show_default=True)
+@click.option("--kernel", "kernels", multiple=True, help="Only these kernels (repeatable).")
+@click.option("--grader", "grader_bench", is_flag=True,
+              help="Benchmark the grader instead: grade N copies of the reference submission.")
+@click.option("--copies", type=int, default=4, show_default=True, help="With --grader: how many copies.")
+def bench(impl_name, json_path, chart, kernels, grader_bench, copies):
+    """Time every kernel against its baseline and print the ratios (needs a CUDA GPU)."""
+    if grader_bench:
+        from grader.runner import bench_grader
+
+        sys.exit(bench_grader(copies))
+    from grader.bench import run_bench
+
+    sys.exit(run_bench(impl_name, json_path=json_path, chart_path=chart, kernels=kernels))
+
+
+@main.command()
+@click.option("--gpu-name", default=None, help="Write the ladder under this GPU model name.")
+@click.option("--dry-run", is_flag=True, help="Show old and new ladders without writing.")
+def calibrate(gpu_name, dry_run):
+    """Measure the reference solutions on this GPU and write its perf ladders."""
+    from grader.bench import calibrate as run_calibrate
+
+    sys.exit(run_calibrate(gpu_name=gpu_name, dry_run=dry_run))
