@@ -1,0 +1,93 @@
+"""Pure scoring: (points table, test records) -> points per check, per problem and in total.
+
+A check's points are split evenly over the tests that carry its id; a perf check earns its points
+times the credit of the ladder level its ratio reaches. Checks that did not run on this machine
+(GPU-only on a CPU box) are counted apart: they are neither earned nor lost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from grader.points import LEVEL_CREDIT, Check, PointsTable
+from grader.results import NOT_IMPLEMENTED, NOT_RUN_HERE, PASSED, TestRecord
+
+
+@dataclass
+class CheckScore:
+    check: Check
+    earned: float
+    tests: list[TestRecord]
+    level: str | None = None          # perf checks: the ladder level reached
+
+    @property
+    def possible(self) -> float:
+        return 0.0 if self.not_run_here else self.check.points
+
+    @property
+    def not_run_here(self) -> bool:
+        return bool(self.tests) and all(t.outcome == NOT_RUN_HERE for t in self.tests)
+
+    @property
+    def not_implemented(self) -> int:
+        return sum(t.outcome == NOT_IMPLEMENTED for t in self.tests)
+
+
+@dataclass
+class ProblemScore:
+    problem_id: str
+    title: str
+    checks: list[CheckScore] = field(default_factory=list)
+
+    @property
+    def earned(self) -> float:
+        return round(sum(c.earned for c in self.checks), 4)
+
+    @property
+    def possible(self) -> float:
+        return sum(c.possible for c in self.checks)
+
+    @property
+    def total(self) -> float:
+        return sum(c.check.points for c in self.checks)
+
+    @property
+    def not_run_here(self) -> list[CheckScore]:
+        return [c for c in self.checks if c.not_run_here]
+
+
+def score_checks(points: PointsTable, records: list[TestRecord],
+                 suites: tuple[str, ...] = ("public", "hidden")) -> list[ProblemScore]:
+    """Score every check of `suites`; a check with no test record scores zero."""
+    by_check: dict[str, list[TestRecord]] = {}
+    for record in records:
+        by_check.setdefault(record.check, []).append(record)
+    scores = []
+    for problem in points.problems:
+        problem_score = ProblemScore(problem.id, problem.title)
+        for check in problem.checks:
+            if check.suite in suites:
+                problem_score.checks.append(_score_check(check, by_check.get(check.id, [])))
+        scores.append(problem_score)
+    return scores
+
+
+def _score_check(check: Check, tests: list[TestRecord]) -> CheckScore:
+    if not tests:
+        return CheckScore(check, 0.0, tests)
+    if check.perf:
+        return _score_perf(check, tests)
+    passed = sum(t.outcome == PASSED for t in tests)
+    return CheckScore(check, check.points * passed / len(tests), tests)
+
+
+def _score_perf(check: Check, tests: list[TestRecord]) -> CheckScore:
+    """Each perf test scores its own ladder level; the check earns their mean credit."""
+    credits, levels = [], []
+    for test in tests:
+        ratio = (test.perf or {}).get("ratio")
+        level = check.ladder.level(ratio) if test.outcome == PASSED and ratio is not None else "below"
+        credits.append(LEVEL_CREDIT[level])
+        levels.append(level)
+    lowest = min(levels, key=lambda level: LEVEL_CREDIT[level])
+    return CheckScore(check, check.points * sum(credits) / len(credits), tests, level=lowest)
