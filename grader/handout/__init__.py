@@ -1,0 +1,8 @@
+"""The handout builder: stubs from solutions/, the student handout folder and tarball, and its proofs.
+
+- `stubs`: solution regions (`# BEGIN SOLUTION` ... `# END SOLUTION`) become `NotImplementedError`.
+- `writeup`: the problem write-up (Markdown and HTML) rendered from `handout/` templates and the points files.
+- `build`: assembles `dist/handout/` and `dist/handout.tar.gz`.
+- `verify`: proves the handout consistent (solutions full marks, stubs zero, nothing hidden leaks,
+  the unpacked handout installs and runs `make test`).
+"""
