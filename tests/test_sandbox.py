@@ -1,0 +1,104 @@
+"""The launch of one checking process: scrubbed environment and the bubblewrap argv (pure), and, when
+bubblewrap is installed, that the sandbox really has no network and only its scratch is writable."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import sandbox
+from grader.sandbox import build_launch, child_env, gpu_device_nodes
+
+BWRAP = sandbox.find_bwrap()
+needs_bwrap = pytest.mark.skipif(BWRAP is None, reason="bubblewrap (bwrap) is not installed: "
+                                 "apt-get install -y bubblewrap (make install does it on Debian)")
+
+
+def _launch(tmp_path, **overrides):
+    options = dict(scratch=tmp_path / "scratch", checker_root=tmp_path / "checker", gpus=["1"],
+                   sandbox=True, bwrap="/usr/bin/bwrap", base_env={"PATH": "/bin", "SECRET": "x"},
+                   masked=[tmp_path / "solutions"], device_nodes=["/dev/nvidia1", "/dev/nvidiactl"])
+    options.update(overrides)
+    return build_launch(["python", "-m", "pytest"], **options)
+
+
+def test_child_env_keeps_only_the_allow_list_and_points_caches_into_scratch(tmp_path):
+    env = child_env({"PATH": "/bin", "AWS_SECRET_ACCESS_KEY": "k", "PYTEST_ADDOPTS": "-p evil",
+                     "GRADER_IMPL": "solutions"}, scratch=tmp_path, pythonpath=tmp_path / "c", gpus=["2"])
+    assert "AWS_SECRET_ACCESS_KEY" not in env and "PYTEST_ADDOPTS" not in env and "GRADER_IMPL" not in env
+    assert env["PATH"] == "/bin"
+    for key in ("HOME", "TMPDIR", "TRITON_CACHE_DIR"):
+        assert Path(env[key]).parent == tmp_path
+    assert env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
+    assert env["CUDA_VISIBLE_DEVICES"] == "2"
+
+
+def test_child_env_hides_every_gpu_with_an_empty_list_and_leaves_default_with_none(tmp_path):
+    assert child_env({}, scratch=tmp_path, pythonpath=tmp_path, gpus=[])["CUDA_VISIBLE_DEVICES"] == ""
+    assert "CUDA_VISIBLE_DEVICES" not in child_env({}, scratch=tmp_path, pythonpath=tmp_path, gpus=None)
+
+
+def test_bwrap_launch_has_no_network_read_only_root_and_one_writable_folder(tmp_path):
+    launch = _launch(tmp_path)
+    argv = launch.argv
+    assert launch.sandboxed and argv[0] == "/usr/bin/bwrap"
+    assert "--unshare-net" in argv and "--die-with-parent" in argv and "--new-session" in argv
+    assert argv[argv.index("--ro-bind"):argv.index("--ro-bind") + 3] == ["--ro-bind", "/", "/"]
+    binds = [argv[i + 1] for i, word in enumerate(argv) if word == "--bind"]
+    assert binds == [str(tmp_path / "scratch")]
+    assert ["--dev-bind", "/dev/nvidia1", "/dev/nvidia1"] == argv[argv.index("--dev-bind"):][:3]
+    assert argv[argv.index("--"):] == ["--", "python", "-m", "pytest"]
+    assert launch.cwd == str(tmp_path / "checker")
+
+
+def test_masks_come_before_the_checker_tree_and_scratch_binds(tmp_path):
+    argv = _launch(tmp_path).argv
+    mask = argv.index(str(tmp_path / "solutions"))
+    assert argv[mask - 1] == "--tmpfs"
+    assert mask < argv.index(str(tmp_path / "checker")) < argv.index(str(tmp_path / "scratch"))
+
+
+def test_a_mask_over_the_python_install_is_dropped(tmp_path):
+    argv = _launch(tmp_path, masked=[tmp_path / "venv-parent"],
+                   keep_visible=[tmp_path / "venv-parent" / ".venv"]).argv
+    assert str(tmp_path / "venv-parent") not in argv
+
+
+def test_no_sandbox_runs_the_command_itself(tmp_path):
+    launch = _launch(tmp_path, sandbox=False)
+    assert launch.argv == ["python", "-m", "pytest"] and not launch.sandboxed
+    assert "none" in launch.summary
+    assert _launch(tmp_path, bwrap=None).sandboxed is False
+
+
+def test_gpu_device_nodes_lists_nvidia_nodes_only(tmp_path):
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "null"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "nvidia-caps").mkdir()
+    (tmp_path / "nvidia-caps" / "nvidia-cap1").write_text("")
+    nodes = [Path(node).name for node in gpu_device_nodes(str(tmp_path))]
+    assert nodes == ["nvidia-cap1", "nvidia-uvm", "nvidia0", "nvidia1", "nvidiactl"]
+
+
+@needs_bwrap
+def test_inside_bwrap_network_is_down_and_only_scratch_is_writable(tmp_path):
+    scratch, checker, hidden = tmp_path / "scratch", tmp_path / "checker", tmp_path / "solutions"
+    for folder in (scratch, checker, hidden):
+        folder.mkdir()
+    (hidden / "answer.py").write_text("ANSWER = 42\n")
+    probe = (
+        "import os, socket\n"
+        "try:\n socket.create_connection(('1.1.1.1', 80), timeout=2); print('net up')\n"
+        "except OSError: print('net down')\n"
+        f"print('hidden', os.listdir({str(hidden)!r}))\n"
+        "for path in (%r, %r):\n"
+        " try:\n  open(os.path.join(path, 'x'), 'w').write('1'); print('wrote', os.path.basename(path))\n"
+        " except OSError: print('refused', os.path.basename(path))\n" % (str(scratch), str(checker)))
+    launch = build_launch([sys.executable, "-c", probe], scratch=scratch, checker_root=checker, gpus=[],
+                          sandbox=True, bwrap=BWRAP, base_env={"PATH": "/usr/bin:/bin"}, masked=[hidden],
+                          keep_visible=[Path(sys.prefix)])
+    done = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:4] == ["net down", "hidden []", "wrote scratch", "refused checker"]
