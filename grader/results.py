@@ -54,3 +54,37 @@ class RunResults:
             raise ValueError("results file has an unknown format version")
         tests = [TestRecord(**record) for record in data.pop("tests", [])]
         return cls(tests=tests, **data)
+
+
+def header_line(impl: str, device: str, environment: dict, collected_checks: list[str]) -> str:
+    """First line of a results stream: who was tested where."""
+    return json.dumps({"type": "header", "version": FORMAT_VERSION, "impl": impl, "device": device,
+                       "environment": environment, "collected_checks": collected_checks})
+
+
+def record_line(record: TestRecord) -> str:
+    return json.dumps({"type": "test", **asdict(record)})
+
+
+END_LINE = json.dumps({"type": "end"})
+
+
+def read_stream(text: str) -> tuple[RunResults | None, bool]:
+    """Parse a results stream written line by line; tolerate a truncated last line.
+
+    Returns the results (None when no header was written) and whether the run reached its end line.
+    """
+    results, finished = None, False
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            break  # the writer was killed mid-line: keep what came before
+        kind = entry.pop("type", None) if isinstance(entry, dict) else None
+        if kind == "header" and entry.pop("version", None) == FORMAT_VERSION:
+            results = RunResults(**entry)
+        elif kind == "test" and results is not None:
+            results.tests.append(TestRecord(**entry))
+        elif kind == "end":
+            finished = True
+    return results, finished

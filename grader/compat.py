@@ -1,0 +1,45 @@
+"""Narrow workarounds for upstream defects, each with its issue and a test that shows it is needed.
+
+Triton's interpreter stores bfloat16 tensors as raw uint16 bit patterns, and `tl.dot` hands those
+integers straight to numpy's matmul, so a bf16 dot returns sums of products of bit patterns (values
+around 1e10). Upstream: triton-lang/triton#11584 (unfixed in 3.6). We widen bf16 operands to fp32
+first, which is what the hardware's bf16 tensor-core dot computes (exact products, fp32 accumulation).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_PATCHED = False
+
+
+def bf16_bits_to_fp32(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 is the top half of an fp32: shift the 16 stored bits up and reinterpret."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def patch_interpreter() -> None:
+    """Fix `tl.dot` on bfloat16 in the interpreter; idempotent."""
+    global _PATCHED
+    if _PATCHED:
+        return
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    original_dot = interpreter.InterpreterBuilder.create_dot
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        if a.dtype.scalar == tl.bfloat16 or b.dtype.scalar == tl.bfloat16:
+            a = interpreter.TensorHandle(_as_fp32(a, tl), tl.float32)
+            b = interpreter.TensorHandle(_as_fp32(b, tl), tl.float32)
+        return original_dot(self, a, b, d, input_precision, max_num_imprecise_acc)
+
+    interpreter.InterpreterBuilder.create_dot = create_dot
+    interpreter.InterpreterBuilder._grader_unpatched_dot = original_dot
+    _PATCHED = True
+
+
+def _as_fp32(handle, tl) -> np.ndarray:
+    if handle.dtype.scalar == tl.bfloat16:
+        return bf16_bits_to_fp32(handle.data)
+    return handle.data.astype(np.float32)

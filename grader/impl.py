@@ -1,0 +1,280 @@
+"""The implementation under test, behind one API in two modes.
+
+`resolve(name_or_path)` says where the modules are: the `assignment` or `solutions` package of this
+repo, or a submission folder holding the module files flat or under `assignment/`. `Modules` imports
+them (only allow-listed names). Tests get an `Impl`:
+- `InProcessImpl` imports the student's modules into the test process (a student's local `make test`:
+  prints and breakpoints work);
+- `IsolatedImpl` imports nothing: every call crosses to a worker process (`grader.worker`) and comes
+  back as plain, checker-owned values (`grader.channel`). Grading always uses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import os
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+MODULES = ("accounting", "mixed_precision", "softmax", "matmul", "flash_attention")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SUBMISSION_PACKAGE = "assignment"   # a submission folder is imported under the name students use
+DEFAULT_CALL_TIMEOUT = float(os.environ.get("GRADER_CALL_TIMEOUT", "300"))
+
+
+class StudentCodeError(Exception):
+    """The student's code raised; carries the original type name, message and traceback text."""
+
+    def __init__(self, type_name: str, message: str, traceback_text: str = ""):
+        super().__init__(f"{type_name}: {message}")
+        self.type_name = type_name
+        self.message = message
+        self.traceback_text = traceback_text
+
+
+class RuleViolation(AssertionError):
+    """The call broke a rule of the check (forbidden op, no Triton launch): a failed test."""
+
+
+class WorkerLost(AssertionError):
+    """The worker died or hung during this call: the test fails, the next one gets a fresh worker."""
+
+
+class ModuleMissing(NotImplementedError):
+    """The submission has no file for this module: counts as not implemented."""
+
+
+@dataclass(frozen=True)
+class ImplSpec:
+    label: str            # what the user asked for, for reports
+    package: str          # import name: "assignment", "solutions", or SUBMISSION_PACKAGE for a folder
+    directory: str        # the folder holding <module>.py files
+
+    @property
+    def is_folder(self) -> bool:
+        return self.package == SUBMISSION_PACKAGE and Path(self.directory) != REPO_ROOT / "assignment"
+
+
+def resolve(name_or_path: str) -> ImplSpec:
+    """Find the modules for `assignment`, `solutions`, or a submission folder (flat or assignment/)."""
+    if name_or_path in ("assignment", "solutions"):
+        return ImplSpec(name_or_path, name_or_path, str(REPO_ROOT / name_or_path))
+    folder = Path(name_or_path).expanduser().resolve()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"--impl {name_or_path!r}: not 'assignment', 'solutions' or a folder")
+    if (folder / "assignment").is_dir():
+        folder = folder / "assignment"
+    if not any((folder / f"{module}.py").is_file() for module in MODULES):
+        raise FileNotFoundError(f"--impl {name_or_path!r}: no module files ({', '.join(MODULES)}) "
+                                "flat or under assignment/")
+    return ImplSpec(name_or_path, SUBMISSION_PACKAGE, str(folder))
+
+
+class Modules:
+    """Imports the implementation's modules on first use; `modules.softmax` is the module."""
+
+    def __init__(self, spec: ImplSpec):
+        self.spec = spec
+        self._package = None
+
+    def load(self, name: str) -> types.ModuleType:
+        if name not in MODULES:
+            raise AttributeError(f"{name!r} is not one of the assignment modules {MODULES}")
+        if not (Path(self.spec.directory) / f"{name}.py").is_file():
+            raise ModuleMissing(f"{name}.py is missing from the submission")
+        self._ensure_package()
+        return importlib.import_module(f"{self.spec.package}.{name}")
+
+    def __getattr__(self, name: str):
+        if name.startswith("_") or name == "spec":
+            raise AttributeError(name)
+        return self.load(name)
+
+    def _ensure_package(self) -> None:
+        if self._package is not None:
+            return
+        if self.spec.is_folder:
+            # A fresh package object whose path is the submission folder, under the name students use.
+            package = types.ModuleType(SUBMISSION_PACKAGE)
+            package.__path__ = [self.spec.directory]
+            package.__file__ = None
+            sys.modules[SUBMISSION_PACKAGE] = package
+            self._package = package
+        else:
+            if str(REPO_ROOT) not in sys.path:
+                sys.path.insert(0, str(REPO_ROOT))
+            self._package = importlib.import_module(self.spec.package)
+
+
+@dataclass
+class _Rules:
+    forbid: tuple[str, ...] = ()
+    require_triton: bool = False
+
+
+class Impl:
+    """Common API: `impl.<module>.<function>(...)`, `impl.run(fn, ...)`, `with impl.guards(...)`."""
+
+    def __init__(self, spec: ImplSpec):
+        self.spec = spec
+        self._rules = _Rules()
+
+    @contextlib.contextmanager
+    def guards(self, forbid: tuple[str, ...] = (), require_triton: bool = False):
+        previous = self._rules
+        self._rules = _Rules(tuple(forbid), require_triton)
+        try:
+            yield self
+        finally:
+            self._rules = previous
+
+    def __getattr__(self, name: str):
+        if name in MODULES:
+            return _ModuleProxy(self, name)
+        raise AttributeError(name)
+
+    def call(self, module: str, function: str, *args, **kwargs):
+        return self._request("call", (module, function), args, kwargs)
+
+    def run(self, fn, *args, **kwargs):
+        """Run the harness function `fn(modules, *args, **kwargs)` where the student's code lives."""
+        return self._request("run", fn, args, kwargs)
+
+    def close(self) -> None:
+        pass
+
+    def _request(self, kind, target, args, kwargs):
+        raise NotImplementedError
+
+    def _enforce(self, claims: dict) -> None:
+        if claims.get("forbidden"):
+            names = ", ".join(f"torch.{name}" for name in sorted(set(claims["forbidden"])))
+            raise RuleViolation(f"your code called {names}, which is not allowed here: "
+                                "write the computation as a Triton kernel")
+        if self._rules.require_triton and claims.get("launches", 0) == 0:
+            raise RuleViolation("no Triton kernel was launched: this function must run a Triton kernel")
+
+
+class _ModuleProxy:
+    def __init__(self, impl: Impl, module: str):
+        self._impl = impl
+        self._module = module
+
+    def __getattr__(self, function: str):
+        if function.startswith("__"):
+            raise AttributeError(function)
+        return lambda *args, **kwargs: self._impl.call(self._module, function, *args, **kwargs)
+
+
+class InProcessImpl(Impl):
+    """Student code runs right here; the same guards apply, enforced locally."""
+
+    def __init__(self, spec: ImplSpec):
+        super().__init__(spec)
+        self.modules = Modules(spec)
+
+    def _request(self, kind, target, args, kwargs):
+        from grader.worker import _execute
+
+        rules = (self._rules.forbid, self._rules.require_triton)
+        result, claims = _execute(self.modules, kind, target, args, kwargs, rules)
+        self._enforce(claims)
+        return result
+
+
+class IsolatedImpl(Impl):
+    """Student code runs in a worker process; this process never imports it."""
+
+    def __init__(self, spec: ImplSpec, extra_sys_path=(), scratch: str | None = None,
+                 call_timeout: float = DEFAULT_CALL_TIMEOUT):
+        super().__init__(spec)
+        self.extra_sys_path = list(extra_sys_path)
+        self.scratch = scratch
+        self.call_timeout = call_timeout
+        self._process = None
+        self._conn = None
+
+    def _request(self, kind, target, args, kwargs):
+        from grader import channel
+
+        conn = self._connection()
+        rules = (self._rules.forbid, self._rules.require_triton)
+        # Clones: the worker maps what it receives, so it must never see the checker's own tensors.
+        conn.send((kind, target, _clone_tensors(args), _clone_tensors(kwargs), rules))
+        if not conn.poll(self.call_timeout):
+            self._kill()
+            raise WorkerLost(f"your code did not return within {self.call_timeout:g} s (stopped)")
+        try:
+            data = conn.recv_bytes()
+        except (EOFError, OSError):
+            code = self._kill()
+            raise WorkerLost(f"the process running your code died (exit code {code})") from None
+        reply = channel.load_reply(data)
+        return self._unpack(reply, channel)
+
+    def _unpack(self, reply, channel):
+        if not isinstance(reply, tuple) or not reply:
+            raise channel.ChannelError("malformed reply from the worker")
+        status = reply[0]
+        if status == "ok" and len(reply) == 3:
+            result = channel.validate(reply[1])
+            self._enforce(channel.validate(reply[2]) if isinstance(reply[2], dict) else {})
+            return result
+        if status == "not_implemented":
+            raise NotImplementedError(str(reply[1]))
+        if status == "error" and len(reply) == 4:
+            raise StudentCodeError(str(reply[1]), str(reply[2]), str(reply[3]))
+        raise channel.ChannelError(f"malformed reply from the worker (status {status!r})")
+
+    def _connection(self):
+        if self._process is not None and self._process.is_alive():
+            return self._conn
+        import torch.multiprocessing as mp
+
+        from grader import worker
+
+        context = mp.get_context("spawn")
+        self._conn, child_conn = context.Pipe()
+        self._process = context.Process(target=worker.serve, daemon=True,
+                                        args=(child_conn, self.spec, self.extra_sys_path, self.scratch))
+        self._process.start()
+        child_conn.close()
+        return self._conn
+
+    def _kill(self):
+        process, self._process = self._process, None
+        if process is None:
+            return None
+        process.kill()
+        process.join(5)
+        return process.exitcode
+
+    def close(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            with contextlib.suppress(Exception):
+                self._conn.send(None)
+            self._process.join(2)
+        self._kill()
+
+
+def _clone_tensors(value):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_clone_tensors(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _clone_tensors(item) for key, item in value.items()}
+    return value
+
+
+def make_impl(name_or_path: str, *, isolated: bool, extra_sys_path=(), scratch=None) -> Impl:
+    spec = resolve(name_or_path)
+    if isolated:
+        return IsolatedImpl(spec, extra_sys_path=extra_sys_path, scratch=scratch)
+    return InProcessImpl(spec)

@@ -1,0 +1,289 @@
+"""The pytest plugin both suites run under: picks the implementation, ties tests to points, reports.
+
+Loaded with `-p grader.plugin` (pyproject's addopts; the grader passes it explicitly). What it adds:
+- options `--impl NAME_OR_PATH` (env GRADER_IMPL), `--isolate` (env GRADER_ISOLATE=1),
+  `--results-json PATH` (a line-per-test stream the grader scores);
+- markers `check(id)`, `perf(id)`, `gpu_only`, `triton`; every test in a suite must name a known check;
+- fixtures `impl`, `device`, `on_gpu`, `gen`, `record_perf`;
+- outcomes: passed, failed, not implemented, not run here, harness error (see grader/results.py);
+- a per-problem points summary at the end of the run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from grader import devices, results
+from grader.points import load_points
+from grader.scoring import score_checks
+
+_STATE = pytest.StashKey[dict]()
+SUITE_DIRS = {"tests_public": "public", "tests_hidden": "hidden"}
+
+
+# --- options and configuration --------------------------------------------------------------------
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("grader", "GPU-systems assignment")
+    group.addoption("--impl", default=os.environ.get("GRADER_IMPL", "assignment"),
+                    help="implementation under test: assignment (default), solutions, or a folder")
+    group.addoption("--isolate", action="store_true", default=os.environ.get("GRADER_ISOLATE") == "1",
+                    help="run the implementation in a worker process (always used when grading)")
+    group.addoption("--results-json", default=None, help="write one JSON line per test to this file")
+    group.addoption("--grader-seed", default="", help="extra salt for the per-test seeds (replays)")
+
+
+def pytest_configure(config):
+    policy = devices.configure()  # before anything imports Triton
+    for line in (
+        "check(id): ties the test to a check in grader/points/<problem>.toml",
+        "perf(id): a timed performance check (GPU only), scored on its ladder",
+        "gpu_only: needs CUDA; reported as 'not run here' without it",
+        "triton: needs Triton; reported as 'Triton not installed' without it",
+    ):
+        config.addinivalue_line("markers", line)
+    config.stash[_STATE] = {"policy": policy, "points": load_points(gpu_name=_gpu_name(policy)),
+                            "records": [], "impl": None, "stream": None}
+
+
+def _gpu_name(policy):
+    if not policy.on_gpu:
+        return None
+    import torch
+
+    return torch.cuda.get_device_name(0)
+
+
+def pytest_report_header(config):
+    state = config.stash[_STATE]
+    mode = "isolated worker" if config.getoption("--isolate") else "in-process"
+    return [f"grader: impl={config.getoption('--impl')} ({mode}); {state['policy'].reason}"]
+
+
+# --- collection: every graded test names a known check ------------------------------------------
+
+
+def pytest_collection_modifyitems(session, config, items):
+    state = config.stash[_STATE]
+    known = state["points"].checks
+    policy = state["policy"]
+    for item in items:
+        check_id = _check_id(item)
+        if check_id is None:
+            if _suite_of(item):
+                item.add_marker(pytest.mark.xfail(reason="harness: no check marker", run=False, strict=True))
+                item.user_properties.append(("grader_error", "test has no @pytest.mark.check(id)"))
+            continue
+        if check_id not in known:
+            raise pytest.UsageError(f"{item.nodeid}: check id {check_id!r} is not in grader/points/*.toml")
+        reason = _not_run_reason(item, policy)
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
+    _open_stream(config, items)
+
+
+def _check_id(item):
+    for name in ("check", "perf"):
+        marker = item.get_closest_marker(name)
+        if marker is not None:
+            return marker.args[0]
+    return None
+
+
+def _suite_of(item) -> str | None:
+    for part in Path(str(item.path)).parts:
+        if part in SUITE_DIRS:
+            return SUITE_DIRS[part]
+    return None
+
+
+def _not_run_reason(item, policy) -> str | None:
+    if (item.get_closest_marker("gpu_only") or item.get_closest_marker("perf")) and not policy.on_gpu:
+        return "GPU-only check: not run here (no CUDA)"
+    if item.get_closest_marker("triton") and not policy.triton:
+        return "Triton not installed: not run here"
+    return None
+
+
+def _open_stream(config, items):
+    path = config.getoption("--results-json")
+    if not path:
+        return
+    state = config.stash[_STATE]
+    stream = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed at session end
+    checks = sorted({c for c in (_check_id(item) for item in items) if c})
+    stream.write(results.header_line(config.getoption("--impl"), state["policy"].device,
+                                     {"device": state["policy"].reason}, checks) + "\n")
+    stream.flush()
+    state["stream"] = stream
+
+
+# --- fixtures ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def impl(request):
+    """The implementation under test (see docs/harness-api.md)."""
+    from grader.impl import make_impl
+
+    config = request.config
+    test_dirs = sorted({str(Path(str(item.path)).parent) for item in request.session.items})
+    built = make_impl(config.getoption("--impl"), isolated=config.getoption("--isolate"),
+                      extra_sys_path=test_dirs + [str(config.rootpath)])
+    yield built
+    built.close()
+
+
+@pytest.fixture(scope="session")
+def device(request) -> str:
+    return request.config.stash[_STATE]["policy"].device
+
+
+@pytest.fixture(scope="session")
+def on_gpu(request) -> bool:
+    return request.config.stash[_STATE]["policy"].on_gpu
+
+
+@pytest.fixture
+def gen(request):
+    """A generator seeded by this test's id and suite: hidden and public tests draw different inputs."""
+    import torch
+
+    from grader.numerics import seed_for
+
+    salt = f"{_suite_of(request.node) or 'local'}{request.config.getoption('--grader-seed')}"
+    return torch.Generator().manual_seed(seed_for(request.node.nodeid, salt))
+
+
+@pytest.fixture
+def record_perf(request):
+    """Perf tests call record_perf(ratio=..., **details); the ratio is scored on the check's ladder."""
+
+    def record(ratio: float, **details):
+        request.node.user_properties.append(("perf", {"ratio": float(ratio), **details}))
+
+    return record
+
+
+# --- outcomes ------------------------------------------------------------------------------------
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    check_id = _check_id(item)
+    if check_id is None:
+        return report
+    outcome, message = _classify(item, call, report)
+    if outcome == results.NOT_IMPLEMENTED and report.failed:
+        report.longrepr = f"not implemented: {message}"
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        _record(item, check_id, outcome, message, report.duration)
+    return report
+
+
+def _classify(item, call, report) -> tuple[str, str]:
+    from grader.impl import StudentCodeError
+
+    if report.skipped:
+        return results.NOT_RUN_HERE, _skip_reason(report)
+    if report.passed:
+        return results.PASSED, ""
+    error = call.excinfo.value if call.excinfo else None
+    if isinstance(error, NotImplementedError):
+        return results.NOT_IMPLEMENTED, str(error) or "raised NotImplementedError"
+    if isinstance(error, StudentCodeError):
+        return results.FAILED, f"your code raised {error}\n{error.traceback_text}"
+    if report.when == "call" and (isinstance(error, AssertionError) or _raised_in_student_code(item, call)):
+        return results.FAILED, _short(report)
+    if report.when == "call" and _is_failure(call):
+        return results.FAILED, _short(report)
+    return results.HARNESS_ERROR, _short(report)
+
+
+def _is_failure(call) -> bool:
+    """pytest.fail() and the channel's refusals are failures of the submission, not of the harness."""
+    from grader.channel import ChannelError
+
+    return call.excinfo.errisinstance((pytest.fail.Exception, ChannelError))
+
+
+def _raised_in_student_code(item, call) -> bool:
+    impl = item.funcargs.get("impl") if hasattr(item, "funcargs") else None
+    if impl is None or call.excinfo is None:
+        return False
+    folder = os.path.realpath(impl.spec.directory)
+    return any(os.path.realpath(str(entry.path)).startswith(folder) for entry in call.excinfo.traceback)
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    return longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+
+
+def _short(report, limit: int = 3000) -> str:
+    text = report.longreprtext or ""
+    return text if len(text) <= limit else text[: limit // 3] + "\n...\n" + text[-2 * limit // 3:]
+
+
+def _record(item, check_id, outcome, message, duration):
+    state = item.config.stash[_STATE]
+    perf = dict(item.user_properties).get("perf")
+    record = results.TestRecord(item.nodeid, check_id, outcome, message, round(duration, 4), perf)
+    state["records"].append(record)
+    if state["stream"] is not None:
+        state["stream"].write(results.record_line(record) + "\n")
+        state["stream"].flush()
+
+
+# --- summary -------------------------------------------------------------------------------------
+
+
+def pytest_sessionfinish(session):
+    state = session.config.stash.get(_STATE, None)
+    if state and state["stream"] is not None:
+        state["stream"].write(results.END_LINE + "\n")
+        state["stream"].close()
+        state["stream"] = None
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    state = config.stash[_STATE]
+    records = state["records"]
+    if not records:
+        return
+    suites = tuple(sorted({_suite_of_nodeid(r.nodeid) for r in records} - {None})) or ("public", "hidden")
+    ran = {r.check for r in records}
+    scores = [p for p in score_checks(state["points"], records, suites) if any(c.check.id in ran for c in p.checks)]
+    write = terminalreporter.write_line
+    terminalreporter.section("points (impl: %s)" % config.getoption("--impl"))
+    for problem in scores:
+        not_impl = sum(c.not_implemented for c in problem.checks)
+        not_here = problem.not_run_here
+        extra = []
+        if not_impl:
+            extra.append(f"{not_impl} tests not implemented")
+        if not_here:
+            extra.append(f"{sum(c.check.points for c in not_here):g} pts of GPU-only checks not run here")
+        write(f"{problem.title:<48} {problem.earned:6.2f} / {problem.possible:<6g}"
+              + (f"  ({'; '.join(extra)})" if extra else ""))
+    earned = sum(p.earned for p in scores)
+    possible = sum(p.possible for p in scores)
+    write(f"{'TOTAL':<48} {earned:6.2f} / {possible:<6g}")
+    not_run = [c for p in scores for c in p.not_run_here]
+    if not_run:
+        write("GPU-only checks not run here: " + ", ".join(c.check.id for c in not_run))
+    harness = [r for r in records if r.outcome == results.HARNESS_ERROR]
+    if harness:
+        terminalreporter.write_line(f"HARNESS ERRORS in {len(harness)} tests (not your fault; tell staff): "
+                                    + ", ".join(r.nodeid for r in harness[:5]), red=True)
+
+
+def _suite_of_nodeid(nodeid: str) -> str | None:
+    first = nodeid.split("/")[0]
+    return SUITE_DIRS.get(first)

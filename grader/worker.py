@@ -1,0 +1,73 @@
+"""The worker: the only process that imports and runs the student's code.
+
+It serves requests from the checker over a pipe: call a module function, or run a harness function
+next to the student modules (`run`), each under the guards the checker asked for. Replies carry plain
+values and tensors (shared memory / CUDA IPC); the checker admits them through `grader.channel`.
+Nothing the worker says is trusted beyond what the checker can verify.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+MAX_TRACEBACK = 4000
+
+
+def serve(conn, impl_spec, extra_sys_path, scratch) -> None:
+    """Entry point of the spawned worker process."""
+    from grader import devices
+
+    devices.configure()
+    sys.path[:0] = [p for p in extra_sys_path if p not in sys.path]
+    if scratch:
+        os.makedirs(scratch, exist_ok=True)
+        os.chdir(scratch)
+    from grader.impl import Modules
+
+    modules = Modules(impl_spec)
+    keep_alive = None  # the last reply's tensors: the checker maps their memory until it has cloned them
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return
+        if request is None:
+            return
+        keep_alive = _answer(conn, modules, request)  # noqa: F841 - held until the next request
+
+
+def _answer(conn, modules, request):
+    kind, target, args, kwargs, rules = request
+    try:
+        result, claims = _execute(modules, kind, target, args, kwargs, rules)
+        reply = ("ok", result, claims)
+    except NotImplementedError as error:
+        reply = ("not_implemented", str(error), _tail(traceback.format_exc()))
+    except BaseException as error:  # anything the student's code raised, SystemExit included
+        reply = ("error", type(error).__name__, str(error)[:2000], _tail(traceback.format_exc()))
+    try:
+        conn.send(reply)
+    except Exception as error:  # the result could not be sent (unpicklable object)
+        conn.send(("error", "UnsendableResult", f"{type(error).__name__}: {error}", ""))
+    return reply
+
+
+def _execute(modules, kind, target, args, kwargs, rules):
+    from grader.guards import count_triton_launches, forbid_ops
+
+    forbid, require_triton = rules
+    with count_triton_launches() as launches, forbid_ops(forbid) as hits:
+        if kind == "call":
+            module_name, function_name = target
+            result = getattr(modules.load(module_name), function_name)(*args, **kwargs)
+        elif kind == "run":
+            result = target(modules, *args, **kwargs)
+        else:
+            raise ValueError(f"unknown request kind {kind!r}")
+    return result, {"launches": launches.count, "forbidden": list(hits)}
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= MAX_TRACEBACK else "...\n" + text[-MAX_TRACEBACK:]
