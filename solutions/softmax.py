@@ -220,9 +220,9 @@ def _softmax_online_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride, BLO
     base = tl.where(running_max == float("-inf"), 0.0, running_max)
     inv_sum = 1.0 / tl.where(running_sum > 0, running_sum, 1.0)
     # pass 2: normalise, walking back from the row's end: the blocks read last are likeliest still in L2
-    n_blocks = tl.cdiv(n_cols, BLOCK_COLS)
-    for i in range(0, n_blocks):
-        start = (n_blocks - 1 - i) * BLOCK_COLS
+    last_start = ((n_cols - 1) // BLOCK_COLS) * BLOCK_COLS
+    for offset in range(0, n_cols, BLOCK_COLS):
+        start = last_start - offset
         in_row = start + cols < n_cols
         x = tl.load(x_row + start + cols, mask=in_row, other=float("-inf"), eviction_policy="evict_first")
         y = tl.exp(x.to(tl.float32) - base) * inv_sum
