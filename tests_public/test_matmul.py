@@ -1,0 +1,213 @@
+"""Public tests for the `matmul` problem: the analytic companions and the tiled Triton matmul.
+
+Each product is checked against an fp64 reference, allowed twice the error that torch.matmul makes in
+the same low precision (DESIGN.md's rule), so a kernel that accumulates in fp32 and rounds once passes
+and one that rounds on the way does not. On a GPU the shapes are the lecture's (1792^3 and 1793^3 for
+wave quantization, 257^3 for edge tiles); on a CPU, where Triton's interpreter is slow, smaller shapes
+with the same edge cases are used.
+"""
+
+import pytest
+import torch
+
+from grader.testing import MATMUL_OPS, assert_close_lowp, randn, raises_from_student
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+# name: ((M, K, N) on a GPU, (M, K, N) on a CPU)
+LECTURE_SHAPES = {
+    "square_1792": ((1792, 1792, 1792), (64, 64, 64)),
+    "square_1793": ((1793, 1793, 1793), (65, 65, 65)),
+    "square_257": ((257, 257, 257), (257, 257, 257)),
+    "k_1000": ((1024, 1000, 768), (48, 1000, 40)),
+    "row_1_by_n": ((1, 4096, 4096), (1, 100, 130)),
+    "column_n_by_1": ((4096, 4096, 1), (130, 100, 1)),
+}
+
+
+# ---------------------------------------------------------------------------------------- helpers
+
+
+def reference_and_naive(a, b):
+    """fp64 product of the given (already rounded) inputs, and torch's product at their precision.
+
+    On the CPU, Triton's interpreter truncates fp32 -> bf16 where a GPU rounds to nearest; there the
+    naive bf16 result is truncated the same way, so the kernel is held to what the platform can do.
+    """
+    reference = a.double() @ b.double()
+    if a.dtype == torch.bfloat16 and a.device.type == "cpu":
+        naive = truncate_to_bf16(a.float() @ b.float())
+    else:
+        with fp32_without_tf32():
+            naive = a @ b
+    return reference, naive
+
+
+def truncate_to_bf16(x):
+    """Round fp32 toward zero to bf16 (keep the top 16 bits), as the interpreter's cast does."""
+    return (x.contiguous().view(torch.int32) & -65536).view(torch.float32).to(torch.bfloat16)
+
+
+class fp32_without_tf32:
+    """Make torch.matmul's fp32 baseline exact fp32 (cuBLAS would otherwise be allowed TF32)."""
+
+    def __enter__(self):
+        self.saved = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+    def __exit__(self, *exc):
+        torch.backends.cuda.matmul.allow_tf32 = self.saved
+
+
+def assert_matmul_close(out, a, b, context):
+    """Shape, dtype and values of `out` as the product a @ b."""
+    M, N = a.shape[0], b.shape[1]
+    assert isinstance(out, torch.Tensor), f"[{context}] expected a tensor, got {type(out).__name__}"
+    assert tuple(out.shape) == (M, N), f"[{context}] result shape {tuple(out.shape)}, expected {(M, N)}"
+    assert out.dtype == a.dtype, f"[{context}] result dtype {out.dtype}, expected the inputs' {a.dtype}"
+    reference, naive = reference_and_naive(a, b)
+    assert_close_lowp(out, reference, naive, factor=2.0, floor=1e-5, what="a @ b", context=context)
+
+
+def random_pair(M, K, N, dtype, device, gen):
+    a = randn((M, K), dtype=dtype, device=device, gen=gen)
+    b = randn((K, N), dtype=dtype, device=device, gen=gen)
+    return a, b
+
+
+def describe(M, K, N, dtype, layout="row-major"):
+    return f"M={M} K={K} N={N} {str(dtype).replace('torch.', '')} {layout}"
+
+
+# ---------------------------------------------------------------------------------------- analytic
+
+
+@pytest.mark.check("matmul.analytic.lecture")
+def test_naive_matmul_intensity_is_half_a_flop_per_byte_in_bf16(impl):
+    assert impl.matmul.naive_matmul_ai(2) == pytest.approx(0.5)
+    assert impl.matmul.naive_matmul_ai(4) == pytest.approx(0.25)
+
+
+@pytest.mark.check("matmul.analytic.lecture")
+def test_tiled_matmul_intensity_grows_with_the_tile(impl):
+    assert impl.matmul.tiled_matmul_ai(32, 2) == pytest.approx(16.0)
+    assert impl.matmul.tiled_matmul_ai(128, 2) == pytest.approx(64.0)
+
+
+@pytest.mark.check("matmul.analytic.lecture")
+def test_largest_square_tile_in_h100_shared_memory(impl):
+    assert impl.matmul.max_square_tile(228 * 1024, 2) == 197
+    assert impl.matmul.max_square_tile(228 * 1024, 4) == 139
+
+
+@pytest.mark.check("matmul.analytic.lecture")
+def test_tiling_divides_global_reads_per_element_by_the_tile(impl):
+    assert impl.matmul.global_reads_per_input_element(4096, 1) == 4096
+    assert impl.matmul.global_reads_per_input_element(4096, 128) == 32
+
+
+# ---------------------------------------------------------------------------------------- values
+
+
+@pytest.mark.triton
+@pytest.mark.check("matmul.shapes.lecture")
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("shape_name", list(LECTURE_SHAPES))
+def test_lecture_shapes_match_fp64_reference(impl, device, on_gpu, gen, shape_name, dtype_name):
+    M, K, N = LECTURE_SHAPES[shape_name][0 if on_gpu else 1]
+    dtype = DTYPES[dtype_name]
+    a, b = random_pair(M, K, N, dtype, device, gen)
+    out = impl.matmul.matmul(a, b)
+    assert_matmul_close(out, a, b, f"{shape_name}: {describe(M, K, N, dtype)}")
+
+
+@pytest.mark.triton
+@pytest.mark.check("matmul.layouts.transposed")
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("layout", ["a.T", "b.T", "a.T and b.T"])
+def test_transposed_inputs_are_read_through_their_strides(impl, device, on_gpu, gen, layout, dtype_name):
+    M, K, N = (384, 320, 448) if on_gpu else (40, 72, 56)
+    dtype = DTYPES[dtype_name]
+    a = randn((K, M), dtype=dtype, device=device, gen=gen).t() if "a.T" in layout else \
+        randn((M, K), dtype=dtype, device=device, gen=gen)
+    b = randn((N, K), dtype=dtype, device=device, gen=gen).t() if "b.T" in layout else \
+        randn((K, N), dtype=dtype, device=device, gen=gen)
+    out = impl.matmul.matmul(a, b)
+    assert_matmul_close(out, a, b, describe(M, K, N, dtype, layout))
+
+
+@pytest.mark.triton
+@pytest.mark.check("matmul.fp32.ieee")
+def test_fp32_inputs_are_not_rounded_to_tf32(impl, device, on_gpu, gen):
+    """TF32 keeps 10 mantissa bits: its error is ~1000x fp32's, far above 2x cuBLAS in exact fp32.
+
+    (On a CPU the interpreter always multiplies in fp32, so this check only bites on a GPU.)"""
+    M, K, N = (512, 2048, 512) if on_gpu else (32, 512, 48)
+    a, b = random_pair(M, K, N, torch.float32, device, gen)
+    out = impl.matmul.matmul(a, b)
+    assert_matmul_close(out, a, b, describe(M, K, N, torch.float32))
+
+
+@pytest.mark.triton
+@pytest.mark.check("matmul.empty.lecture")
+@pytest.mark.parametrize("M, K, N", [(0, 16, 8), (8, 16, 0), (8, 0, 16)], ids=["M=0", "N=0", "K=0"])
+def test_empty_problems_return_empty_or_zero_results(impl, device, M, K, N):
+    a = torch.ones((M, K), dtype=torch.float16, device=device)
+    b = torch.ones((K, N), dtype=torch.float16, device=device)
+    out = impl.matmul.matmul(a, b)
+    assert tuple(out.shape) == (M, N), f"M={M} K={K} N={N}: result shape {tuple(out.shape)}, expected {(M, N)}"
+    assert out.dtype == torch.float16
+    assert bool((out == 0).all()), f"M={M} K={K} N={N}: a sum over K = 0 terms is 0"
+
+
+# ---------------------------------------------------------------------------------------- rules
+
+
+@pytest.mark.triton
+@pytest.mark.check("matmul.rules.triton_only")
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+def test_matmul_runs_a_triton_kernel_without_torch_matmul(impl, device, gen, dtype_name):
+    dtype = DTYPES[dtype_name]
+    a, b = random_pair(33, 40, 17, dtype, device, gen)
+    with impl.guards(forbid=MATMUL_OPS, require_triton=True):
+        out = impl.matmul.matmul(a, b)
+    assert_matmul_close(out, a, b, describe(33, 40, 17, dtype))
+
+
+# ---------------------------------------------------------------------------------------- errors
+
+
+@pytest.mark.triton
+@pytest.mark.check("matmul.errors.bad_input")
+def test_mismatched_inner_dimensions_raise_value_error(impl, device):
+    a = torch.ones((4, 5), device=device)
+    b = torch.ones((6, 3), device=device)
+    with raises_from_student(ValueError, match=r"5|6"):
+        impl.matmul.matmul(a, b)
+
+
+@pytest.mark.triton
+@pytest.mark.check("matmul.errors.bad_input")
+def test_mixed_dtypes_raise_value_error(impl, device):
+    a = torch.ones((4, 5), dtype=torch.float16, device=device)
+    b = torch.ones((5, 3), dtype=torch.bfloat16, device=device)
+    with raises_from_student(ValueError, match=r"float16|bfloat16|dtype"):
+        impl.matmul.matmul(a, b)
+
+
+@pytest.mark.triton
+@pytest.mark.check("matmul.errors.bad_input")
+def test_unsupported_dtype_raises_value_error(impl, device):
+    a = torch.ones((4, 5), dtype=torch.int32, device=device)
+    b = torch.ones((5, 3), dtype=torch.int32, device=device)
+    with raises_from_student(ValueError, match=r"int32|dtype"):
+        impl.matmul.matmul(a, b)
+
+
+@pytest.mark.triton
+@pytest.mark.check("matmul.errors.bad_input")
+def test_one_dimensional_input_raises_value_error(impl, device):
+    a = torch.ones((5,), device=device)
+    b = torch.ones((5, 3), device=device)
+    with raises_from_student(ValueError, match=r"2-D|2D|dim|rank|shape"):
+        impl.matmul.matmul(a, b)
