@@ -4,6 +4,11 @@ Triton's interpreter stores bfloat16 tensors as raw uint16 bit patterns, and `tl
 integers straight to numpy's matmul, so a bf16 dot returns sums of products of bit patterns (values
 around 1e10). Upstream: triton-lang/triton#11584 (unfixed in 3.6). We widen bf16 operands to fp32
 first, which is what the hardware's bf16 tensor-core dot computes (exact products, fp32 accumulation).
+
+numpy 2.4 made `int()` of a one-element array with ndim > 0 an error (deprecated since 1.25). The
+interpreter's `tensor.__index__` does exactly that, so `for k in range(tl.cdiv(K, BLOCK_K))` fails with
+"only 0-dimensional arrays can be converted". We take the single element explicitly. pyproject also pins
+numpy<2.4, so either fix alone suffices.
 """
 
 from __future__ import annotations
@@ -19,12 +24,19 @@ def bf16_bits_to_fp32(bits: np.ndarray) -> np.ndarray:
 
 
 def patch_interpreter() -> None:
-    """Fix `tl.dot` on bfloat16 in the interpreter; idempotent."""
+    """Fix `tl.dot` on bfloat16 and `range(tl.cdiv(...))` under numpy 2.4 in the interpreter; idempotent."""
     global _PATCHED
     if _PATCHED:
         return
-    import triton.language as tl
     from triton.runtime import interpreter
+
+    _patch_bf16_dot(interpreter)
+    _patch_scalar_index(interpreter)
+    _PATCHED = True
+
+
+def _patch_bf16_dot(interpreter) -> None:
+    import triton.language as tl
 
     original_dot = interpreter.InterpreterBuilder.create_dot
 
@@ -36,7 +48,16 @@ def patch_interpreter() -> None:
 
     interpreter.InterpreterBuilder.create_dot = create_dot
     interpreter.InterpreterBuilder._grader_unpatched_dot = original_dot
-    _PATCHED = True
+
+
+def _patch_scalar_index(interpreter) -> None:
+    original_patch = interpreter._patch_lang_tensor
+
+    def patch_lang_tensor(tensor, scope):
+        original_patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
+
+    interpreter._patch_lang_tensor = patch_lang_tensor
 
 
 def _as_fp32(handle, tl) -> np.ndarray:
