@@ -1,0 +1,233 @@
+"""Public tests for the `mixed_precision` problem: the autocast step, loss scaling, low-precision sums.
+
+The model, optimizer and training loop must live next to the code under test, so each scenario is a
+module-level function run through `impl.run(scenario, ...)` (in a worker process when grading). It
+builds everything from plain tensors and returns plain values; the checks below compare them with a
+reference this process computes itself.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from grader.testing import assert_close, assert_close_lowp, randn, raises_from_student
+
+
+# ------------------------------------------------------------------ shared builders (both sides)
+
+
+def build_mlp(weights, device):
+    """Linear -> GELU -> Linear with the given fp32 weights [w1, b1, w2, b2]."""
+    w1, b1, w2, b2 = weights
+    model = nn.Sequential(nn.Linear(w1.shape[1], w1.shape[0]), nn.GELU(), nn.Linear(w2.shape[1], w2.shape[0]))
+    with torch.no_grad():
+        for param, value in zip(model.parameters(), weights):
+            param.copy_(value)
+    return model.to(device)
+
+
+def make_optimizer(name, params, lr):
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr)
+    raise ValueError(name)
+
+
+def mlp_weights(gen, d_in=16, d_hidden=32, d_out=4):
+    return [randn((d_hidden, d_in), gen=gen, scale=d_in ** -0.5), randn((d_hidden,), gen=gen, scale=0.1),
+            randn((d_out, d_hidden), gen=gen, scale=d_hidden ** -0.5), randn((d_out,), gen=gen, scale=0.1)]
+
+
+def single_weight_linear(value, device):
+    """A 1x1 Linear without bias whose weight is `value`: loss = mean(weight * x)."""
+    model = nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        model.weight.fill_(value)
+    return model.to(device)
+
+
+def mean_output_loss(output, target):
+    return output.mean()
+
+
+# ------------------------------------------------------------------ scenarios (run where the student code is)
+
+
+def scenario_train_mlp(modules, weights, inputs, targets, steps, compute_dtype, optimizer_name, lr, device):
+    model = build_mlp(weights, device)
+    optimizer = make_optimizer(optimizer_name, model.parameters(), lr)
+    batch = (inputs.to(device), targets.to(device))
+    losses = [modules.mixed_precision.mixed_precision_step(model, optimizer, batch, F.mse_loss,
+                                                           compute_dtype=compute_dtype)
+              for _ in range(steps)]
+    return [float(loss) for loss in losses], [p.detach().cpu() for p in model.parameters()]
+
+
+def scenario_observe_dtypes(modules, weights, inputs, targets, compute_dtype, with_scaler, device):
+    model = build_mlp(weights, device)
+    optimizer = make_optimizer("sgd", model.parameters(), 1e-2)
+    seen = []
+    for layer in (model[0], model[2]):
+        layer.register_forward_hook(lambda module, args, output: seen.append(output.dtype))
+    scaler = modules.mixed_precision.DynamicLossScaler() if with_scaler else None
+    loss = modules.mixed_precision.mixed_precision_step(model, optimizer, (inputs.to(device), targets.to(device)),
+                                                        F.mse_loss, compute_dtype=compute_dtype, scaler=scaler)
+    return {
+        "loss_type": type(loss).__name__,
+        "linear_output_dtypes": seen,
+        "param_dtypes": [p.dtype for p in model.parameters()],
+        "grad_dtypes": [None if p.grad is None else p.grad.dtype for p in model.parameters()],
+    }
+
+
+def scenario_tiny_updates(modules, start, lr, steps, device):
+    """loss = mean(w * 1) has gradient 1, so SGD moves w by exactly lr per step."""
+    model = single_weight_linear(start, device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    batch = (torch.ones(4, 1, device=device), torch.zeros(4, 1, device=device))
+    for _ in range(steps):
+        modules.mixed_precision.mixed_precision_step(model, optimizer, batch, mean_output_loss)
+    return float(model.weight.detach().reshape(-1)[0]), model.weight.dtype
+
+
+def scenario_fp16_without_scaler(modules, weights, inputs, targets, device):
+    model = build_mlp(weights, device)
+    optimizer = make_optimizer("sgd", model.parameters(), 1e-2)
+    modules.mixed_precision.mixed_precision_step(model, optimizer, (inputs.to(device), targets.to(device)),
+                                                 F.mse_loss, compute_dtype=torch.float16)
+
+
+def scenario_injected_inf(modules, weights, inputs, targets, init_scale, device):
+    model = build_mlp(weights, device)
+    optimizer = make_optimizer("sgd", model.parameters(), 0.1)
+    scaler = modules.mixed_precision.DynamicLossScaler(init_scale=init_scale)
+    modules.mixed_precision.mixed_precision_step(model, optimizer, (inputs.to(device), targets.to(device)),
+                                                 F.mse_loss, compute_dtype=torch.float16, scaler=scaler)
+    return [p.detach().cpu() for p in model.parameters()], float(scaler.get_scale())
+
+
+def scenario_scaler_arithmetic(modules, init_scale):
+    """scale(), unscale_() and update() by hand on one parameter."""
+    scaler = modules.mixed_precision.DynamicLossScaler(init_scale=init_scale)
+    param = nn.Parameter(torch.zeros(3))
+    optimizer = torch.optim.SGD([param], lr=1.0)
+    scaled = scaler.scale(torch.tensor(3.0))
+    param.grad = torch.tensor([init_scale, 2 * init_scale, -init_scale])
+    found_finite = scaler.unscale_(optimizer)
+    unscaled = param.grad.clone()
+    param.grad = torch.tensor([1.0, float("inf"), 0.0])
+    found_inf = scaler.unscale_(optimizer)
+    scaler.update(found_inf)
+    return float(scaled), unscaled, bool(found_finite), bool(found_inf), float(scaler.get_scale())
+
+
+# ------------------------------------------------------------------ checker-side references
+
+
+def reference_train_mlp(weights, inputs, targets, steps, optimizer_name, lr, device, autocast_dtype=None):
+    """The same training done plainly: fp32, or plain torch.autocast when autocast_dtype is given."""
+    model = build_mlp(weights, device)
+    optimizer = make_optimizer(optimizer_name, model.parameters(), lr)
+    inputs, targets = inputs.to(device), targets.to(device)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        with torch.autocast(device_type=torch.device(device).type, dtype=autocast_dtype or torch.bfloat16,
+                            enabled=autocast_dtype is not None):
+            loss = F.mse_loss(model(inputs), targets)
+        loss.float().backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    return losses, [p.detach().cpu() for p in model.parameters()]
+
+
+def regression_batch(gen, n=64, d_in=16, d_out=4):
+    return randn((n, d_in), gen=gen), randn((n, d_out), gen=gen)
+
+
+# ------------------------------------------------------------------ tests
+
+
+@pytest.mark.check("mixed_precision.step.dtypes")
+def test_master_params_and_grads_stay_fp32_while_linears_run_in_bf16(impl, gen, device):
+    inputs, targets = regression_batch(gen)
+    seen = impl.run(scenario_observe_dtypes, mlp_weights(gen), inputs, targets, torch.bfloat16, False, device)
+    assert seen["param_dtypes"] == [torch.float32] * 4, f"parameters must stay fp32: {seen['param_dtypes']}"
+    assert seen["grad_dtypes"] == [torch.float32] * 4, f"gradients must be fp32: {seen['grad_dtypes']}"
+    assert seen["linear_output_dtypes"] == [torch.bfloat16] * 2, (
+        f"the Linear layers should run in bf16 under autocast; their outputs were {seen['linear_output_dtypes']}")
+    assert seen["loss_type"] == "float", f"mixed_precision_step must return a Python float, got {seen['loss_type']}"
+
+
+@pytest.mark.check("mixed_precision.step.matches_fp32")
+def test_five_sgd_steps_track_fp32_training(impl, gen, device):
+    weights, (inputs, targets) = mlp_weights(gen), regression_batch(gen)
+    args = (weights, inputs, targets, 5)
+    losses, params = impl.run(scenario_train_mlp, *args, torch.bfloat16, "sgd", 0.1, device)
+    ref_losses, ref_params = reference_train_mlp(*args, "sgd", 0.1, device)
+    naive_losses, naive_params = reference_train_mlp(*args, "sgd", 0.1, device, autocast_dtype=torch.bfloat16)
+    # allowed error: twice what plain autocast's bf16 rounding does to the same run (DESIGN.md, Numerics)
+    assert_close_lowp(torch.tensor(losses), torch.tensor(ref_losses), torch.tensor(naive_losses),
+                      floor=1e-6, what="losses", context="5 SGD steps, bf16")
+    for index, (param, ref, naive) in enumerate(zip(params, ref_params, naive_params)):
+        assert param.dtype == torch.float32, f"parameter {index} is {param.dtype}, expected fp32"
+        assert_close_lowp(param, ref, naive, floor=1e-6, what=f"parameter {index}", context="after 5 SGD steps, bf16")
+
+
+@pytest.mark.check("mixed_precision.step.master_weights")
+def test_hundred_tiny_sgd_steps_move_fp32_master_weight(impl, device):
+    # the premise: in bf16, 1 - 1e-3 rounds back to 1 (spacing below 1.0 is 2^-8 ~ 0.0039)
+    pure_bf16 = torch.tensor(1.0, dtype=torch.bfloat16)
+    for _ in range(100):
+        pure_bf16 = pure_bf16 - torch.tensor(1e-3, dtype=torch.bfloat16)
+    assert float(pure_bf16) == 1.0
+    weight, dtype = impl.run(scenario_tiny_updates, 1.0, 1e-3, 100, device)
+    assert dtype == torch.float32, f"the master weight must stay fp32, got {dtype}"
+    assert abs(weight - 0.9) < 1e-4, (
+        f"after 100 SGD steps of 1e-3 the weight should be 0.9, got {weight} (1.0 means updates were lost)")
+
+
+@pytest.mark.check("mixed_precision.scaler.validation")
+def test_fp16_without_scaler_is_a_value_error(impl, gen, device):
+    inputs, targets = regression_batch(gen)
+    with raises_from_student(ValueError):
+        impl.run(scenario_fp16_without_scaler, mlp_weights(gen), inputs, targets, device)
+
+
+@pytest.mark.check("mixed_precision.scaler.dynamic")
+def test_scale_unscale_and_backoff_arithmetic(impl):
+    scaled, unscaled, found_finite, found_inf, scale_after = impl.run(scenario_scaler_arithmetic, 8.0)
+    assert scaled == 24.0, f"scale(3.0) with scale 8 should be 24.0, got {scaled}"
+    assert_close(unscaled, torch.tensor([1.0, 2.0, -1.0]), atol=0.0, what="gradients after unscale_")
+    assert found_finite is False, "unscale_ reported inf/NaN for finite gradients"
+    assert found_inf is True, "unscale_ did not report an inf gradient"
+    assert scale_after == 4.0, f"after an overflow the scale should back off 8 -> 4, got {scale_after}"
+
+
+@pytest.mark.check("mixed_precision.scaler.dynamic")
+def test_injected_inf_skips_step_and_halves_scale(impl, gen, device):
+    weights = mlp_weights(gen)
+    inputs, targets = regression_batch(gen)
+    inputs[3, 5] = float("inf")
+    params, scale = impl.run(scenario_injected_inf, weights, inputs, targets, 1024.0, device)
+    for index, (param, start) in enumerate(zip(params, weights)):
+        assert torch.equal(param, start), f"parameter {index} changed although its gradient was inf/NaN"
+    assert scale == 512.0, f"the scale should halve 1024 -> 512 after an overflow, got {scale}"
+
+
+@pytest.mark.check("mixed_precision.accumulate")
+def test_thousand_hundredths_sum_to_ten_only_in_fp32(impl, device):
+    values = torch.full((1000,), 0.01, device=device)
+    fp32_sum = impl.mixed_precision.accumulate(values, torch.float32)
+    fp16_sum = impl.mixed_precision.accumulate(values, torch.float16)
+    assert fp32_sum.dtype == torch.float32 and fp16_sum.dtype == torch.float16, (
+        f"accumulate must return acc_dtype: got {fp32_sum.dtype}, {fp16_sum.dtype}")
+    assert abs(float(fp32_sum) - 10.0) < 1e-3, f"fp32 accumulator: expected 10.0, got {float(fp32_sum)}"
+    expected = torch.tensor(0.0, dtype=torch.float16)
+    for value in values.cpu():                       # the same sequential sum, rounded to fp16 each time
+        expected = expected + value.to(torch.float16)
+    assert float(fp16_sum) == float(expected), (
+        f"fp16 accumulator: a sequential fp16 sum gives {float(expected)}, got {float(fp16_sum)}")
+    assert float(fp16_sum) < 9.99, "the fp16 sum should lose part of the small addends"
