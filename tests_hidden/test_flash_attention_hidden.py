@@ -1,0 +1,320 @@
+"""Hidden tests for the `flash_attention` problem: more shapes and dtypes, stability, the rules
+(no PyTorch attention inside the Triton path, nothing n x n saved, memory linear in n), and input errors.
+
+The helpers repeat the public suite's on purpose: this file is graded on its own, and the worker must
+be able to import every scenario function from this module alone.
+"""
+
+import math
+
+import pytest
+import torch
+
+from grader.testing import (ATTENTION_OPS, GRADIENT_FACTOR, OUTPUT_FACTOR, assert_close, assert_close_lowp,
+                            randn, raises_from_student)
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+SEEDS = [0, 1]  # each id also gets its own generator seed; two draws per case
+
+
+# ------------------------------------------------------------------ references and scenarios
+
+
+def causal_mask(n_q, n_k, device):
+    """True where query i may see key j (j <= i)."""
+    return torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril()
+
+
+def reference_attention(q, k, v, is_causal):
+    """(o, lse) in fp64, materialising the scores (fine at test sizes)."""
+    q, k, v = q.double(), k.double(), v.double()
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if is_causal:
+        scores = scores.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v, torch.logsumexp(scores, dim=-1)
+
+
+def naive_attention(q, k, v, is_causal):
+    """(o, lse) computed plainly at the inputs' dtype: the error budget's yardstick."""
+    scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))
+    if is_causal:
+        scores = scores.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v, torch.logsumexp(scores, dim=-1)
+
+
+def reference_grads(q, k, v, grad_o, is_causal, attention):
+    q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    attention(q, k, v, is_causal)[0].backward(grad_o.to(q.dtype))
+    return q.grad, k.grad, v.grad
+
+
+def _attention(modules, function_name):
+    attention = getattr(modules.flash_attention, function_name)
+    return getattr(attention, "apply", attention)
+
+
+def attention_forward_backward(modules, function_name, q, k, v, grad_o, is_causal):
+    """Worker side: o = <function_name>(q, k, v, is_causal); o.backward(grad_o); o and the grads."""
+    q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    o = _attention(modules, function_name)(q, k, v, is_causal)
+    o.backward(grad_o)
+    return o.detach(), q.grad, k.grad, v.grad
+
+
+def largest_saved_tensor(modules, function_name, q, k, v, is_causal):
+    """Worker side: the numel of the largest tensor autograd saves for the backward of one call."""
+    sizes = []
+
+    def pack(tensor):
+        sizes.append(tensor.numel())
+        return tensor
+
+    q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        o = _attention(modules, function_name)(q, k, v, is_causal)
+    return max(sizes, default=0), len(sizes), o.grad_fn is not None
+
+
+def peak_extra_memory(modules, function_name, batch, heads, n, d, is_causal):
+    """Worker side: peak CUDA bytes allocated by forward + backward beyond q, k, v, grad_o (bf16)."""
+    gen = torch.Generator().manual_seed(n)
+    q, k, v, grad_o = (torch.randn(batch, heads, n, d, generator=gen).to("cuda", torch.bfloat16)
+                       for _ in range(4))
+    attention = _attention(modules, function_name)
+    for measuring in (False, True):  # the first pass compiles the kernels
+        qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        attention(qg, kg, vg, is_causal).backward(grad_o)
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+        del qg, kg, vg
+    return peak
+
+
+def random_qkv(shape_q, n_k, dtype, device, gen, scale=1.0):
+    shape_kv = (*shape_q[:-2], n_k, shape_q[-1])
+    return tuple(randn(shape, dtype=dtype, device=device, gen=gen, scale=scale)
+                 for shape in (shape_q, shape_kv, shape_kv))
+
+
+def describe(q, k, is_causal):
+    return f"q {tuple(q.shape)} k {tuple(k.shape)} {str(q.dtype).removeprefix('torch.')} causal={is_causal}"
+
+
+def assert_forward_matches(o, lse, q, k, v, is_causal):
+    """o and lse (unless None) within 2x the naive low-precision error (both vs fp64)."""
+    context = describe(q, k, is_causal)
+    assert o.dtype == q.dtype, f"[{context}] o has dtype {o.dtype}, expected {q.dtype}"
+    assert tuple(o.shape) == tuple(q.shape), f"[{context}] o has shape {tuple(o.shape)}, expected q's"
+    ref_o, ref_lse = reference_attention(q, k, v, is_causal)
+    naive_o, naive_lse = naive_attention(q, k, v, is_causal)
+    assert_close_lowp(o, ref_o, naive_o, factor=OUTPUT_FACTOR, what="o", context=context)
+    if lse is not None:
+        assert lse.dtype == torch.float32, f"[{context}] lse has dtype {lse.dtype}, expected torch.float32"
+        assert_close_lowp(lse, ref_lse, naive_lse, factor=OUTPUT_FACTOR, what="lse", context=context)
+
+
+def assert_backward_matches(grads, q, k, v, grad_o, is_causal):
+    """dq, dk, dv within 3x the naive low-precision autograd error (both vs fp64 autograd)."""
+    context = describe(q, k, is_causal)
+    refs = reference_grads(q.double(), k.double(), v.double(), grad_o, is_causal, reference_attention)
+    naives = reference_grads(q, k, v, grad_o, is_causal, naive_attention)
+    for name, got, ref, naive in zip(("dq", "dk", "dv"), grads, refs, naives):
+        assert got.dtype == q.dtype, f"[{context}] {name} has dtype {got.dtype}, expected {q.dtype}"
+        assert_close_lowp(got, ref, naive, factor=GRADIENT_FACTOR, what=name, context=context)
+
+
+# ------------------------------------------------------------------ Triton forward, more shapes
+
+
+def forward_shape_cases(on_gpu):
+    """(q shape, n_k, causal): ragged lengths, n_q != n_k both ways, d = 16 .. 128, 3-D inputs."""
+    if on_gpu:
+        return [((2, 3, 1000, 64), 1000, True), ((1, 2, 513, 128), 777, False), ((4, 2, 129, 16), 129, True),
+                ((2, 1025, 32), 1025, True), ((1, 2, 700, 64), 65, False), ((1, 1, 1, 128), 1, True)]
+    return [((1, 2, 33, 16), 33, False), ((1, 1, 65, 32), 65, True), ((2, 1, 17, 16), 80, False),
+            ((1, 1, 50, 16), 7, False), ((2, 30, 32), 30, True), ((1, 1, 20, 128), 40, False),
+            ((1, 1, 1, 16), 1, True)]
+
+
+@pytest.mark.check("flash_attention.hidden.forward_shapes")
+@pytest.mark.triton
+@pytest.mark.parametrize("seed", SEEDS, ids=lambda s: f"draw{s}")
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_triton_forward_handles_ragged_and_rectangular_shapes(impl, device, on_gpu, gen, dtype, seed):
+    for shape_q, n_k, is_causal in forward_shape_cases(on_gpu):
+        q, k, v = random_qkv(shape_q, n_k, dtype, device, gen)
+        o, lse = impl.flash_attention.flash_attention_forward(q, k, v, is_causal)
+        assert tuple(lse.shape) == tuple(q.shape[:-1]), \
+            f"[{describe(q, k, is_causal)}] lse has shape {tuple(lse.shape)}, expected {tuple(q.shape[:-1])}"
+        assert_forward_matches(o, lse, q, k, v, is_causal)
+
+
+# ------------------------------------------------------------------ Triton backward, more shapes
+
+
+def backward_shape_cases(on_gpu, is_causal):
+    if on_gpu:
+        cases = [((2, 2, 1000, 64), 1000), ((1, 2, 333, 128), 333), ((2, 3, 257, 16), 257), ((2, 515, 32), 515)]
+        rectangular = [((1, 2, 300, 64), 701), ((1, 2, 513, 128), 100)]
+    else:
+        cases = [((1, 1, 45, 16), 45), ((1, 1, 20, 128), 20), ((2, 24, 16), 24)]
+        rectangular = [((1, 2, 33, 32), 20), ((1, 1, 17, 16), 50)]
+    return cases if is_causal else cases + rectangular
+
+
+@pytest.mark.check("flash_attention.hidden.backward_shapes")
+@pytest.mark.triton
+@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_triton_backward_handles_ragged_and_rectangular_shapes(impl, device, on_gpu, gen, dtype, is_causal):
+    for shape_q, n_k in backward_shape_cases(on_gpu, is_causal):
+        q, k, v = random_qkv(shape_q, n_k, dtype, device, gen)
+        grad_o = randn(shape_q, dtype=dtype, device=device, gen=gen)
+        o, *grads = impl.run(attention_forward_backward, "flash_attention", q, k, v, grad_o, is_causal)
+        assert_forward_matches(o, None, q, k, v, is_causal)
+        assert_backward_matches(grads, q, k, v, grad_o, is_causal)
+
+
+# ------------------------------------------------------------------ PyTorch path, odd tiles
+
+
+@pytest.mark.check("flash_attention.hidden.pytorch_tiles")
+@pytest.mark.parametrize("q_tile,k_tile", [(7, 5), (64, 3), (1, 100), (16, 32)],
+                         ids=lambda t: str(t))
+@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
+def test_pytorch_forward_any_tile_sizes(impl, device, gen, q_tile, k_tile, is_causal):
+    n_k = 23 if is_causal else 31
+    q, k, v = random_qkv((2, 2, 23, 8), n_k, torch.float32, device, gen)
+    o, lse = impl.flash_attention.flash_attention_forward_pytorch(q, k, v, is_causal, q_tile, k_tile)
+    assert_forward_matches(o, lse, q, k, v, is_causal)
+
+
+@pytest.mark.check("flash_attention.hidden.pytorch_tiles")
+@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_pytorch_backward_over_several_tiles(impl, device, gen, dtype, is_causal):
+    q, k, v = random_qkv((1, 2, 150, 16), 150, dtype, device, gen)  # > 2 tiles of the default 64
+    grad_o = randn(q.shape, dtype=dtype, device=device, gen=gen)
+    o, *grads = impl.run(attention_forward_backward, "FlashAttentionPyTorch", q, k, v, grad_o, is_causal)
+    assert_forward_matches(o, None, q, k, v, is_causal)
+    assert_backward_matches(grads, q, k, v, grad_o, is_causal)
+
+
+# ------------------------------------------------------------------ stability
+
+
+@pytest.mark.check("flash_attention.hidden.stability")
+@pytest.mark.parametrize("function", ["flash_attention_forward_pytorch",
+                                      pytest.param("flash_attention_forward", marks=pytest.mark.triton)])
+def test_large_scores_do_not_overflow(impl, device, gen, function):
+    # scores of a few hundred: exp overflows fp32 unless the running max is subtracted
+    q, k, v = random_qkv((1, 2, 40, 16), 56, torch.float32, device, gen, scale=12.0)
+    o, lse = getattr(impl.flash_attention, function)(q, k, v, False)
+    assert bool(torch.isfinite(o).all()), f"[{function}] non-finite outputs for large scores"
+    assert_forward_matches(o, lse, q, k, v, False)
+
+
+@pytest.mark.check("flash_attention.hidden.stability")
+@pytest.mark.parametrize("function", ["flash_attention_forward_pytorch",
+                                      pytest.param("flash_attention_forward", marks=pytest.mark.triton)])
+def test_causal_with_fully_masked_tile_rows_has_no_nan(impl, device, gen, function):
+    # n = 70 with the kernel's tiles (or q_tile 32 > k_tile 8): diagonal tiles hold rows that see no key
+    q, k, v = random_qkv((1, 1, 70, 16), 70, torch.float32, device, gen, scale=3.0)
+    args = (q, k, v, True, 32, 8) if function == "flash_attention_forward_pytorch" else (q, k, v, True)
+    o, lse = getattr(impl.flash_attention, function)(*args)
+    assert not bool(torch.isnan(o).any() or torch.isnan(lse).any()), f"[{function}] NaN in causal output"
+    assert_forward_matches(o, lse, q, k, v, True)
+
+
+# ------------------------------------------------------------------ rules: Triton only, O(n) saved, O(n) memory
+
+
+@pytest.mark.check("flash_attention.hidden.no_torch_attention")
+@pytest.mark.triton
+@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
+def test_triton_forward_uses_no_torch_attention_ops(impl, device, gen, is_causal):
+    q, k, v = random_qkv((1, 2, 40, 32), 40, torch.float16, device, gen)
+    with impl.guards(forbid=ATTENTION_OPS, require_triton=True):
+        o, lse = impl.flash_attention.flash_attention_forward(q, k, v, is_causal)
+    assert_forward_matches(o, lse, q, k, v, is_causal)  # the guarded call must also be right
+
+
+@pytest.mark.check("flash_attention.hidden.no_torch_attention")
+@pytest.mark.triton
+@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
+def test_triton_autograd_uses_no_torch_attention_ops(impl, device, gen, is_causal):
+    q, k, v = random_qkv((1, 2, 40, 32), 40, torch.float16, device, gen)
+    grad_o = randn(q.shape, dtype=q.dtype, device=device, gen=gen)
+    with impl.guards(forbid=ATTENTION_OPS, require_triton=True):
+        o, *grads = impl.run(attention_forward_backward, "FlashAttentionTriton", q, k, v, grad_o, is_causal)
+    assert_backward_matches(grads, q, k, v, grad_o, is_causal)
+
+
+@pytest.mark.check("flash_attention.hidden.saved_tensors")
+@pytest.mark.parametrize("function_name", ["FlashAttentionPyTorch",
+                                           pytest.param("FlashAttentionTriton", marks=pytest.mark.triton)])
+@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
+def test_backward_saves_nothing_quadratic(impl, device, gen, function_name, is_causal):
+    # n = 64, d = 16: q, k, v, o hold 2 * 64 * 16 = 2048 values each; one n x n score matrix holds 8192
+    q, k, v = random_qkv((1, 2, 64, 16), 64, torch.float32, device, gen)
+    largest, count, tracked = impl.run(largest_saved_tensor, function_name, q, k, v, is_causal)
+    assert tracked, f"{function_name}: the output has no grad_fn, so no backward can run"
+    assert largest <= q.numel(), (
+        f"{function_name} saves a tensor of {largest} elements for the backward; q has {q.numel()} and "
+        f"one n_q x n_k score matrix per head has {2 * 64 * 64}: save q, k, v, o and lse only")
+
+
+@pytest.mark.check("flash_attention.hidden.memory")
+@pytest.mark.gpu_only
+@pytest.mark.triton
+@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
+def test_forward_backward_memory_grows_linearly_in_n(impl, is_causal):
+    batch, heads, d, short, long = 1, 4, 64, 2048, 8192
+    peaks = {n: impl.run(peak_extra_memory, "flash_attention", batch, heads, n, d, is_causal) for n in (short, long)}
+    scores_bytes = batch * heads * long * long * 2  # one bf16 score matrix per head at the long length
+    growth = peaks[long] / max(peaks[short], 1)
+    assert growth < 6.0, (f"peak extra memory grows {growth:.1f}x when n grows 4x ({peaks[short] / 2**20:.1f} -> "
+                          f"{peaks[long] / 2**20:.1f} MiB): linear is ~4x, an n x n buffer makes it ~16x")
+    assert peaks[long] < 0.1 * scores_bytes, (
+        f"forward + backward at n={long} allocated {peaks[long] / 2**20:.1f} MiB beyond the inputs; "
+        f"the bf16 score matrices alone would be {scores_bytes / 2**20:.0f} MiB")
+
+
+# ------------------------------------------------------------------ input errors
+
+
+def error_cases():
+    """(name, q shape, k shape, v shape, dtypes, causal, regex the message must match)."""
+    fp32 = (torch.float32,) * 3
+    return [
+        ("k_v_lengths_differ", (1, 2, 16, 16), (1, 2, 20, 16), (1, 2, 24, 16), fp32, False, r"20|24"),
+        ("head_dims_differ", (1, 2, 16, 16), (1, 2, 16, 32), (1, 2, 16, 32), fp32, False, r"16|32"),
+        ("batch_differs", (2, 2, 16, 16), (1, 2, 16, 16), (1, 2, 16, 16), fp32, False, r"2|1"),
+        ("mixed_dtypes", (1, 2, 16, 16), (1, 2, 16, 16), (1, 2, 16, 16),
+         (torch.float16, torch.float32, torch.float16), False, r"(?i)float|dtype|half"),
+        ("causal_needs_square", (1, 2, 16, 16), (1, 2, 24, 16), (1, 2, 24, 16), fp32, True, r"16|24|causal"),
+        ("two_dimensional", (16, 16), (16, 16), (16, 16), fp32, False, r"16|dim|shape"),
+    ]
+
+
+@pytest.mark.check("flash_attention.hidden.errors")
+@pytest.mark.parametrize("function", ["flash_attention_forward_pytorch",
+                                      pytest.param("flash_attention_forward", marks=pytest.mark.triton)])
+@pytest.mark.parametrize("case", error_cases(), ids=lambda case: case[0])
+def test_bad_inputs_raise_value_error(impl, device, case, function):
+    _, shape_q, shape_k, shape_v, dtypes, is_causal, pattern = case
+    q, k, v = (torch.zeros(shape, dtype=dtype, device=device) for shape, dtype in zip((shape_q, shape_k, shape_v), dtypes))
+    with raises_from_student(ValueError, match=pattern):
+        getattr(impl.flash_attention, function)(q, k, v, is_causal)
+
+
+@pytest.mark.check("flash_attention.hidden.errors")
+@pytest.mark.triton
+@pytest.mark.parametrize("d", [8, 24, 256])
+def test_triton_rejects_unsupported_head_dim(impl, device, d):
+    q = torch.zeros(1, 1, 16, d, device=device)
+    with raises_from_student(ValueError, match=str(d)):
+        impl.flash_attention.flash_attention_forward(q, q, q, False)
