@@ -1,0 +1,334 @@
+"""Timing a submission against its baseline: alternated rounds, medians, a ratio, an outside bound.
+
+`measure_ratio` is what a perf test (and `grader bench`) calls. Each round draws fresh random inputs,
+times the submission in its worker (`time_kernel`, run there through `impl.run`) and the baselines
+here with `triton.testing.do_bench` (median, L2 flushed, the first call outside the timing so compile
+and autotune are excluded), alternating which side goes first. The output of the timed calls is
+checked by the test's `check` callback: correctness gates timing. The score is the median over rounds
+of baseline time / submission time.
+
+What the checker can and cannot verify about the worker's time
+---------------------------------------------------------------
+The worker runs student code, which may patch `do_bench`, CUDA events or this module; its time is a
+claim. The checker owns one trustworthy instrument: its wall clock W around a worker call. Any work
+the worker really did happened inside W, so W/n is an UPPER bound on the true cost of each of the n
+calls, and it can only grow if the worker stalls. Hence:
+- a claim SLOWER than W/n is impossible, but no cheat makes it (it only hurts itself);
+- a claim FASTER than W/n cannot be refuted by W: W also holds transport and setup, so an honest
+  claim is below W/n too. The wall clock cannot prove a fast claim false.
+What it can do is cap the gain. `wall_window` asks the worker for n = WALL_WINDOW_MS / claim calls
+on fresh input sets, audits outputs of that window, and when the window lasted at least
+MIN_WALL_WINDOW_MS the graded time becomes max(claim, W / (n * WALL_SLACK)):
+- an honest kernel loses nothing while transport overhead stays under (WALL_SLACK - 1) of its work;
+- a forged claim c for a real per-call cost r gains at most WALL_SLACK: if the window is long
+  enough, the bound is >= r / WALL_SLACK; if it is not (n * r < MIN_WALL_WINDOW_MS), then
+  c > r * WALL_WINDOW_MS / MIN_WALL_WINDOW_MS, i.e. the claim was slower than the truth;
+- stalling the worker only raises W and the bound, so it never helps.
+Not covered: kernels cheaper than MIN_WALL_WINDOW_MS / MAX_WALL_CALLS per call (too short to see from
+outside), and a submission that memoizes outputs of repeated identical inputs (do_bench and the
+window both repeat inputs: memory allows only a few distinct sets). The window cycles over up to
+MAX_WALL_SETS distinct sets and audits two of them at random; the static scan and review remain the
+defence against memoization.
+
+A run whose environment is off (copy bandwidth or matmul throughput far below the GPU's norm, another
+process on the GPU: `grader.environment.retry_reasons`) or whose rounds disagree by more than
+UNSTABLE_SPREAD is flagged `retry` rather than graded low.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import random
+import statistics
+import time
+from dataclasses import dataclass, field
+
+# Captured at import so that code patching `time` later cannot change the checker's clock.
+_wall_clock = time.perf_counter
+
+DEFAULT_WARMUP_MS = 25
+DEFAULT_REP_MS = 100           # do_bench repeats for this long; perf-anchors 5.1
+WALL_WINDOW_MS = 100.0         # target duration of the checker-timed window
+MIN_WALL_WINDOW_MS = 80.0      # shorter windows are mostly transport overhead: no bound applied
+WALL_SLACK = 1.5               # graded time >= window time per call / WALL_SLACK
+MAX_WALL_CALLS = 2000
+MAX_WALL_SETS = 16
+WALL_INPUT_BUDGET_BYTES = 4 << 30
+WALL_AUDITS = 2                # outputs of the window re-checked, chosen after they arrive
+UNSTABLE_SPREAD = 0.10         # max/min - 1 of the per-round ratios above which we ask for a retry
+
+
+# --- worker side: run where the student's code lives (`impl.run(time_kernel, ...)`) -----------------
+
+
+def resolve_target(modules, target: str, inputs: tuple):
+    """A zero-argument callable running the kernel once on `inputs`.
+
+    `target` is either "module.function" (the student's function, called as function(*inputs)) or
+    "grader.some.module:factory", a harness function called as factory(modules, *inputs) that returns
+    the zero-argument callable (for work that needs setup, like a forward before a timed backward).
+    """
+    if ":" in target:
+        module_name, factory_name = target.split(":", 1)
+        if not module_name.startswith("grader."):
+            raise ValueError(f"timing target {target!r}: factories must live in grader/")
+        factory = getattr(importlib.import_module(module_name), factory_name)
+        return factory(modules, *inputs)
+    module_name, _, function_name = target.partition(".")
+    if not function_name:
+        raise ValueError(f"timing target {target!r}: expected 'module.function' or 'grader.x:factory'")
+    function = getattr(getattr(modules, module_name), function_name)
+    return lambda: function(*inputs)
+
+
+def time_kernel(modules, target: str, inputs: tuple, warmup_ms: float = DEFAULT_WARMUP_MS,
+                rep_ms: float = DEFAULT_REP_MS):
+    """Worker side: (median ms of one call, the output of the last timed call)."""
+    step = resolve_target(modules, target, inputs)
+    last = [step()]                # compile and autotune happen here, outside the timing
+
+    def timed():
+        last[0] = step()
+
+    milliseconds = bench_median(timed, warmup_ms, rep_ms)
+    return float(milliseconds), last[0]
+
+
+def call_repeatedly(modules, target: str, input_sets: list, calls: int):
+    """Worker side of the wall-clock window: `calls` calls cycling over the sets, then a synchronize.
+
+    Returns the last output computed for each input set.
+    """
+    steps = [resolve_target(modules, target, tuple(inputs)) for inputs in input_sets]
+    outputs = [None] * len(steps)
+    for index in range(calls):
+        outputs[index % len(steps)] = steps[index % len(steps)]()
+    synchronize()
+    return outputs
+
+
+def bench_median(fn, warmup_ms: float = DEFAULT_WARMUP_MS, rep_ms: float = DEFAULT_REP_MS) -> float:
+    """Median ms of fn() by triton.testing.do_bench (L2 flushed before each rep)."""
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
+
+
+def synchronize() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+# --- checker side ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Round:
+    submission_ms: float               # claimed by the worker
+    baseline_ms: dict[str, float]
+    wall_ms: float                     # checker's wall clock around the worker's timing call
+
+
+@dataclass
+class WallWindow:
+    calls: int
+    input_sets: int
+    wall_ms: float
+    bound_ms: float | None             # lower bound put on the graded time; None when inconclusive
+
+    @property
+    def conclusive(self) -> bool:
+        return self.bound_ms is not None
+
+
+@dataclass
+class PerfResult:
+    baseline_name: str                 # the graded baseline (first of `baselines`)
+    claimed_ms: float                  # median of the worker's claims over rounds
+    submission_ms: float               # graded: max(claim, wall bound)
+    baselines_ms: dict[str, float]     # median over rounds per baseline
+    ratios: dict[str, float]           # per baseline: median over rounds of baseline / submission
+    rounds: list[Round]
+    window: WallWindow | None = None
+    retry_reasons: list[str] = field(default_factory=list)
+    flops: float | None = None
+    bytes_moved: float | None = None
+
+    @property
+    def ratio(self) -> float:
+        return self.ratios[self.baseline_name]
+
+    @property
+    def baseline_ms(self) -> float:
+        return self.baselines_ms[self.baseline_name]
+
+    @property
+    def retry(self) -> bool:
+        return bool(self.retry_reasons)
+
+    @property
+    def bound_applied(self) -> bool:
+        return self.submission_ms > self.claimed_ms
+
+    @property
+    def tflops(self) -> float | None:
+        return throughput(self.flops, self.submission_ms, 1e12)
+
+    @property
+    def gbs(self) -> float | None:
+        return throughput(self.bytes_moved, self.submission_ms, 1e9)
+
+    def as_record(self) -> dict:
+        """The perf record a test hands to the plugin: `record_perf(**result.as_record())`."""
+        measured = {
+            "submission_ms": round(self.submission_ms, 6),
+            "claimed_ms": round(self.claimed_ms, 6),
+            "baseline_ms": {name: round(ms, 6) for name, ms in self.baselines_ms.items()},
+            "ratios": {name: round(value, 4) for name, value in self.ratios.items()},
+            "rounds": [[round(r.submission_ms, 6), {n: round(ms, 6) for n, ms in r.baseline_ms.items()}]
+                       for r in self.rounds],
+            "wall_bound_applied": self.bound_applied,
+        }
+        if self.window is not None:
+            measured["wall_window"] = {"calls": self.window.calls, "input_sets": self.window.input_sets,
+                                       "wall_ms": round(self.window.wall_ms, 3),
+                                       "bound_ms": self.window.bound_ms}
+        if self.tflops is not None:
+            measured["tflops"] = round(self.tflops, 2)
+        if self.gbs is not None:
+            measured["gbs"] = round(self.gbs, 1)
+        if self.retry_reasons:
+            measured["retry_reasons"] = list(self.retry_reasons)
+        return {"ratio": round(self.ratio, 4), "baseline": self.baseline_name, "measured": measured,
+                "retry": self.retry}
+
+
+def throughput(amount: float | None, milliseconds: float, unit: float) -> float | None:
+    if amount is None or not milliseconds > 0:
+        return None
+    return amount / (milliseconds * 1e-3) / unit
+
+
+def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None, rounds: int = 3,
+                  flops: float | None = None, bytes_moved: float | None = None,
+                  warmup_ms: float = DEFAULT_WARMUP_MS, rep_ms: float = DEFAULT_REP_MS,
+                  wall_check: bool = True, environment=None, bench=bench_median,
+                  clock=_wall_clock, sync=synchronize) -> PerfResult:
+    """Time `target` in the impl's worker against `baselines` here; return the ratios.
+
+    Args:
+        impl: the `impl` fixture (or anything with `run(fn, *args)` calling fn(modules, *args)).
+        target: what to time in the worker, see `resolve_target`.
+        make_inputs: () -> tuple of fresh random inputs; called once per round and per window set.
+        baselines: {name: factory(*inputs) -> zero-argument callable}; the first one is graded.
+        check: check(output, inputs) raises AssertionError when the output is wrong.
+        flops, bytes_moved: per call, for TFLOP/s and GB/s in the record.
+        environment: () -> list of reasons the environment is off (default: the GPU's norms, cached).
+        bench, clock, sync: injectable for tests (do_bench median, perf_counter, cuda synchronize).
+    """
+    if not baselines:
+        raise ValueError("measure_ratio needs at least one baseline")
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    measured = []
+    for index in range(rounds):
+        inputs = tuple(make_inputs())
+        # Alternate who goes first, so slow drift (clocks, temperature) does not favour one side.
+        if index % 2 == 0:
+            claim, output, wall = _time_submission(impl, target, inputs, warmup_ms, rep_ms, clock, sync)
+            base = _time_baselines(baselines, inputs, bench, warmup_ms, rep_ms)
+        else:
+            base = _time_baselines(baselines, inputs, bench, warmup_ms, rep_ms)
+            claim, output, wall = _time_submission(impl, target, inputs, warmup_ms, rep_ms, clock, sync)
+        if check is not None:
+            check(output, inputs)
+        del output
+        measured.append(Round(claim, base, wall))
+    claimed = statistics.median(r.submission_ms for r in measured)
+    window = wall_window(impl, target, make_inputs, claimed, check, clock, sync) if wall_check else None
+    graded_floor = window.bound_ms if window is not None and window.conclusive else 0.0
+    ratios = {name: _median_ratio(measured, name, graded_floor) for name in baselines}
+    reasons = list((environment or _default_environment)())
+    spread = _spread([r.baseline_ms[next(iter(baselines))] / max(r.submission_ms, graded_floor)
+                      for r in measured])
+    if spread > UNSTABLE_SPREAD:
+        reasons.append(f"rounds disagree by {spread:.0%} (more than {UNSTABLE_SPREAD:.0%})")
+    return PerfResult(
+        baseline_name=next(iter(baselines)),
+        claimed_ms=claimed,
+        submission_ms=max(claimed, graded_floor),
+        baselines_ms={name: statistics.median(r.baseline_ms[name] for r in measured) for name in baselines},
+        ratios=ratios, rounds=measured, window=window, retry_reasons=reasons,
+        flops=flops, bytes_moved=bytes_moved)
+
+
+def wall_window(impl, target, make_inputs, claimed_ms, check=None, clock=_wall_clock,
+                sync=synchronize) -> WallWindow:
+    """Time `calls` back-to-back calls from here; see the module docstring for what it proves."""
+    calls = _clamp(math.ceil(WALL_WINDOW_MS / max(claimed_ms, 1e-6)), 2, MAX_WALL_CALLS)
+    first = tuple(make_inputs())
+    per_set = max(1, _nbytes(first))
+    n_sets = _clamp(min(calls, WALL_INPUT_BUDGET_BYTES // per_set), 1, MAX_WALL_SETS)
+    input_sets = [first] + [tuple(make_inputs()) for _ in range(n_sets - 1)]
+    sync()
+    start = clock()
+    outputs = impl.run(call_repeatedly, target, input_sets, calls)
+    sync()
+    wall_ms = (clock() - start) * 1e3
+    if check is not None:
+        for index in random.sample(range(len(input_sets)), min(WALL_AUDITS, len(input_sets))):
+            check(outputs[index], input_sets[index])
+    conclusive = wall_ms >= MIN_WALL_WINDOW_MS
+    bound = wall_ms / (calls * WALL_SLACK) if conclusive else None
+    return WallWindow(calls, n_sets, wall_ms, bound)
+
+
+def _time_submission(impl, target, inputs, warmup_ms, rep_ms, clock, sync):
+    sync()
+    start = clock()
+    claim, output = impl.run(time_kernel, target, inputs, warmup_ms, rep_ms)
+    sync()
+    wall_ms = (clock() - start) * 1e3
+    claim = float(claim)
+    if not (math.isfinite(claim) and claim > 0):
+        raise AssertionError(f"the timing of your kernel came back as {claim!r} ms, which is not a time")
+    if claim > wall_ms:
+        # Slower than the checker's own clock allows: the worker's timer is broken or tampered with.
+        raise AssertionError(f"the worker reported {claim:.3f} ms per call but the whole timing took "
+                             f"{wall_ms:.3f} ms: the kernel's timer is not trustworthy")
+    return claim, output, wall_ms
+
+
+def _time_baselines(baselines, inputs, bench, warmup_ms, rep_ms):
+    return {name: float(bench(factory(*inputs), warmup_ms, rep_ms)) for name, factory in baselines.items()}
+
+
+def _median_ratio(measured, name, floor_ms):
+    return statistics.median(r.baseline_ms[name] / max(r.submission_ms, floor_ms) for r in measured)
+
+
+def _spread(values):
+    return max(values) / min(values) - 1.0 if values and min(values) > 0 else 0.0
+
+
+def _clamp(value, low, high):
+    return max(low, min(high, int(value)))
+
+
+def _nbytes(value) -> int:
+    if hasattr(value, "element_size") and hasattr(value, "numel"):
+        return value.element_size() * value.numel()
+    if isinstance(value, (tuple, list)):
+        return sum(_nbytes(item) for item in value)
+    if isinstance(value, dict):
+        return sum(_nbytes(item) for item in value.values())
+    return 0
+
+
+def _default_environment():
+    from grader.environment import retry_reasons
+
+    return retry_reasons()

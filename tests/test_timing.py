@@ -1,0 +1,285 @@
+"""grader.timing on CPU: alternation, medians, ratios, the wall-clock bound and retry flags.
+
+No GPU is needed: a fake clock stands in for time, a clock-reading fake for do_bench, and a fake impl
+runs the worker-side functions in this process (as the in-process impl does).
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from grader import environment, timing
+
+
+class FakeClock:
+    def __init__(self):
+        self.now_s = 0.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+    def advance(self, ms: float) -> None:
+        self.now_s += ms / 1e3
+
+
+def clock_bench(clock):
+    """A do_bench stand-in: run fn once and report how far the fake clock moved."""
+
+    def bench(fn, warmup_ms=0, rep_ms=0):
+        start = clock()
+        fn()
+        return (clock() - start) * 1e3
+
+    return bench
+
+
+class FakeImpl:
+    """impl.run(fn, *args) -> fn(modules, *args), with `overhead_ms` of transport per call."""
+
+    def __init__(self, modules, clock, overhead_ms=0.0):
+        self.modules, self.clock, self.overhead_ms = modules, clock, overhead_ms
+
+    def run(self, fn, *args):
+        self.clock.advance(self.overhead_ms)
+        return fn(self.modules, *args)
+
+
+def kernel_module(clock, ms, events=None, output=lambda x: x + 1):
+    def add_one(x):
+        if events is not None:
+            events.append(("submission", x))
+        clock.advance(ms)
+        return output(x)
+
+    return types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
+
+
+def baseline(clock, ms, events=None, name="baseline"):
+    def factory(x):
+        def run():
+            if events is not None:
+                events.append((name, x))
+            clock.advance(ms)
+            return x + 1
+        return run
+
+    return factory
+
+
+def exact_check(output, inputs):
+    assert output == inputs[0] + 1, f"wrong output {output} for input {inputs[0]}"
+
+
+def counter_inputs():
+    state = {"n": 0}
+
+    def make():
+        state["n"] += 1
+        return (state["n"],)
+
+    return make
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(timing, "bench_median", clock_bench(clock))   # the worker's do_bench
+    monkeypatch.setattr(timing, "synchronize", lambda: None)
+    return clock
+
+
+def measure(clock, modules, baselines, **options):
+    options.setdefault("environment", lambda: [])
+    impl = FakeImpl(modules, clock, options.pop("overhead_ms", 0.0))
+    return timing.measure_ratio(impl, "demo.add_one", options.pop("make_inputs", counter_inputs()),
+                                baselines, check=options.pop("check", exact_check),
+                                bench=clock_bench(clock), clock=clock, sync=lambda: None, **options)
+
+
+def test_ratio_is_baseline_time_over_submission_time(clock):
+    result = measure(clock, kernel_module(clock, 2.0), {"fast": baseline(clock, 1.0), "slow": baseline(clock, 3.0)})
+    assert result.ratio == pytest.approx(0.5)
+    assert result.baseline_name == "fast"
+    assert result.ratios["slow"] == pytest.approx(1.5)
+    assert result.submission_ms == pytest.approx(2.0)
+    assert not result.retry
+
+
+def test_rounds_alternate_which_side_runs_first(clock):
+    events = []
+    measure(clock, kernel_module(clock, 2.0, events), {"base": baseline(clock, 1.0, events, "base")},
+            rounds=4, wall_check=False)
+    first_by_round = {}
+    for name, round_input in events:
+        first_by_round.setdefault(round_input, name)
+    assert list(first_by_round.values()) == ["submission", "base", "submission", "base"]
+
+
+def test_each_round_draws_fresh_inputs(clock):
+    events = []
+    measure(clock, kernel_module(clock, 2.0, events), {"base": baseline(clock, 1.0)}, rounds=3,
+            wall_check=False)
+    assert sorted({x for _, x in events}) == [1, 2, 3]
+
+
+def test_ratio_is_the_median_over_rounds(clock):
+    times = iter([2.0, 2.0, 8.0, 8.0, 2.0, 2.0])      # warm-up + timed call per round; round 2 is slow
+
+    def add_one(x):
+        clock.advance(next(times))
+        return x + 1
+
+    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
+    result = measure(clock, modules, {"base": baseline(clock, 1.0)}, rounds=3, wall_check=False)
+    assert result.claimed_ms == pytest.approx(2.0)
+    assert result.ratio == pytest.approx(0.5)
+
+
+def test_wrong_output_on_timed_inputs_fails_the_measurement(clock):
+    with pytest.raises(AssertionError, match="wrong output"):
+        measure(clock, kernel_module(clock, 2.0, output=lambda x: x), {"base": baseline(clock, 1.0)})
+
+
+def test_forged_fast_timer_is_capped_by_the_checkers_wall_clock(clock, monkeypatch):
+    # The student's code patched do_bench: it claims 0.01 ms while each call really takes 2 ms.
+    def forged(fn, warmup_ms=0, rep_ms=0):
+        fn()
+        return 0.01
+
+    monkeypatch.setattr(timing, "bench_median", forged)
+    result = measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)})
+    assert result.bound_applied
+    assert result.submission_ms == pytest.approx(2.0 / timing.WALL_SLACK)
+    assert result.ratio == pytest.approx(0.5 * timing.WALL_SLACK)   # at most WALL_SLACK better than the truth
+
+
+def test_honest_claim_survives_transport_overhead(clock):
+    result = measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)}, overhead_ms=10.0)
+    assert result.window.conclusive
+    assert not result.bound_applied
+    assert result.ratio == pytest.approx(0.5)
+
+
+def test_stalling_the_worker_only_lowers_its_own_score(clock):
+    honest = measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)})
+    stalled = measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)}, overhead_ms=500.0)
+    assert stalled.ratio <= honest.ratio
+
+
+def test_claim_slower_than_the_wall_clock_is_rejected(clock, monkeypatch):
+    monkeypatch.setattr(timing, "bench_median", lambda fn, warmup_ms=0, rep_ms=0: 1e6)
+    with pytest.raises(AssertionError, match="not trustworthy"):
+        measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)})
+
+
+def test_window_outputs_are_audited(clock):
+    calls = {"n": 0}
+
+    def add_one(x):
+        calls["n"] += 1
+        clock.advance(2.0)
+        return x + 1 if calls["n"] <= 6 else x    # right while timed, wrong in the window
+
+    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
+    with pytest.raises(AssertionError, match="wrong output"):
+        measure(clock, modules, {"base": baseline(clock, 1.0)})
+
+
+def test_tiny_claims_make_the_window_inconclusive(clock):
+    result = measure(clock, kernel_module(clock, 1e-5), {"base": baseline(clock, 1e-5)})
+    assert result.window.calls == timing.MAX_WALL_CALLS
+    assert not result.window.conclusive
+    assert not result.bound_applied
+
+
+def test_window_calls_scale_with_the_claim(clock):
+    result = measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)})
+    assert result.window.calls == int(timing.WALL_WINDOW_MS / 2.0)
+    assert result.window.input_sets == timing.MAX_WALL_SETS
+
+
+def test_disagreeing_rounds_ask_for_a_retry(clock):
+    times = iter([1.0, 3.0, 1.0])
+
+    def factory(x):
+        return lambda: clock.advance(next(times))
+
+    result = measure(clock, kernel_module(clock, 2.0), {"base": factory}, wall_check=False)
+    assert result.retry
+    assert "rounds disagree" in result.retry_reasons[0]
+
+
+def test_environment_off_flags_retry_but_keeps_the_ratio(clock):
+    result = measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)},
+                     environment=lambda: ["copy bandwidth 2000 GB/s is below this GPU's norm"])
+    assert result.retry
+    assert result.ratio == pytest.approx(0.5)
+    assert result.as_record()["retry"] is True
+
+
+def test_record_has_the_fields_the_plugin_scores(clock):
+    record = measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)},
+                     flops=2e9, bytes_moved=4e6).as_record()
+    assert set(record) == {"ratio", "baseline", "measured", "retry"}
+    assert record["ratio"] == pytest.approx(0.5)
+    assert record["measured"]["tflops"] == pytest.approx(1.0)      # 2e9 FLOP in 2 ms
+    assert record["measured"]["gbs"] == pytest.approx(2.0)
+
+
+def test_measure_ratio_needs_a_baseline(clock):
+    with pytest.raises(ValueError, match="baseline"):
+        measure(clock, kernel_module(clock, 2.0), {})
+
+
+def test_factories_outside_grader_are_refused():
+    with pytest.raises(ValueError, match="grader/"):
+        timing.resolve_target(None, "os:system", ())
+
+
+def test_factory_targets_get_the_modules_and_inputs(monkeypatch):
+    monkeypatch.setattr(timing, "_demo_factory", lambda modules, x: (lambda: (modules, x)), raising=False)
+    step = timing.resolve_target("MODULES", "grader.timing:_demo_factory", (3,))
+    assert step() == ("MODULES", 3)
+
+
+# --- environment norms ----------------------------------------------------------------------------------
+
+
+def test_slow_copy_on_an_h200_is_a_reason_to_retry():
+    info = {"gpu_name": "NVIDIA H200", "copy_gbs": 2000.0, "matmul_tflops": 700.0, "other_gpu_processes": []}
+    assert any("copy bandwidth" in reason for reason in environment.problems(info))
+
+
+def test_slow_matmul_on_an_h200_is_a_reason_to_retry():
+    info = {"gpu_name": "NVIDIA H200", "copy_gbs": 4200.0, "matmul_tflops": 400.0, "other_gpu_processes": []}
+    assert any("matmul" in reason for reason in environment.problems(info))
+
+
+def test_a_healthy_h200_has_no_reasons():
+    info = {"gpu_name": "NVIDIA H200", "copy_gbs": 4200.0, "matmul_tflops": 700.0, "other_gpu_processes": []}
+    assert environment.problems(info) == []
+
+
+def test_other_processes_on_the_gpu_are_a_reason_to_retry():
+    info = {"gpu_name": "Some GPU", "copy_gbs": None, "matmul_tflops": None, "other_gpu_processes": [4242]}
+    assert environment.problems(info) == ["other processes are using the GPU (pids 4242)"]
+
+
+def test_unknown_gpu_models_have_no_norm():
+    assert environment.norm_for("NVIDIA GeForce RTX 4090") is None
+    assert environment.norm_for("NVIDIA H200") is not None
+
+
+def test_calibration_match_warns_when_the_model_differs():
+    match = environment.calibration_match("NVIDIA H200", {"NVIDIA H100 80GB HBM3": {}})
+    assert match["model"] == "NVIDIA H100 80GB HBM3" and not match["exact"]
+    assert "H100" in match["warning"]
+    assert environment.calibration_match("NVIDIA H200", {"NVIDIA H200": {}})["warning"] is None
+    assert environment.calibration_match("NVIDIA H200", {})["model"] is None
+
+
+def test_fingerprint_without_a_gpu_still_names_the_versions():
+    info = environment.fingerprint(measure=False)
+    assert info["torch"] and "gpu_name" in info and "clocks_before" in info
