@@ -1,0 +1,263 @@
+"""Proofs that a built handout is consistent. Each returns a list of failures (empty = proven).
+
+1. `repo_stubs_current`: the repo's assignment/ is what the builder generates.
+2. `solutions_score_full`: the solutions earn every point of both suites that can run here.
+3. `stubs_score_zero`: the stubs earn nothing, and every graded test reports "not implemented".
+4. `nothing_leaks`: no solution code, hidden test name or hidden check in any handout file.
+5. `handout_installs_and_tests`: the tarball, unpacked into a fresh folder, installs into a fresh venv
+   and `make test` there runs the public suite and prints the points summary.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from grader.handout.stubs import BEGIN, END, expected_stubs, find_regions, stale_files
+from grader.points import load_points
+from grader.results import NOT_IMPLEMENTED, NOT_RUN_HERE, read_stream
+from grader.scoring import score_checks
+
+# A solution line shorter than this is too generic to count as a leak (`return out`, `acc = 0`).
+MIN_LEAK_CHARS = 24
+SUMMARY_MARKER = "TOTAL"
+SUITE_TIMEOUT_S = 1800
+
+
+def _clean_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GRADER_IMPL", "GRADER_ISOLATE")}
+    env.update(extra)
+    return env
+
+
+# --- 1. the repo's stubs ------------------------------------------------------------------------------------
+
+
+def repo_stubs_current(root: Path) -> list[str]:
+    stale = stale_files(root, expected_stubs(root))
+    return [f"assignment/{name} differs from what `grader handout stubs` generates" for name in stale]
+
+
+# --- 2 and 3. running the suites -------------------------------------------------------------------------------
+
+
+def run_suites(root: Path, impl: str, suites: list[str], results_path: Path, *, log: Path | None = None):
+    """Run pytest on `suites` (paths relative to `root`) against `impl`; (RunResults, finished, output)."""
+    command = [sys.executable, "-m", "pytest", "-p", "grader.plugin", *suites, "--impl", impl,
+               "--results-json", str(results_path), "-q", "-p", "no:cacheprovider"]
+    done = subprocess.run(command, cwd=root, capture_output=True, text=True, env=_clean_env(),
+                          timeout=SUITE_TIMEOUT_S)
+    output = done.stdout + done.stderr
+    if log:
+        log.write_text(output)
+    text = results_path.read_text() if results_path.exists() else ""
+    results, finished = read_stream(text)
+    return results, finished, output, done.returncode
+
+
+def suite_paths(root: Path, modules: list[str] | None, hidden: bool = True) -> list[str]:
+    """Test files of both suites, all of them or only those of `modules`."""
+    paths = []
+    for folder in ("tests_public",) + (("tests_hidden",) if hidden else ()):
+        for path in sorted((root / folder).glob("test_*.py")):
+            module = path.stem.removeprefix("test_").removesuffix("_hidden")
+            if modules is None or module in modules:
+                paths.append(f"{folder}/{path.name}")
+    return paths
+
+
+def solutions_score_full(root: Path, modules: list[str] | None = None, workdir: Path | None = None) -> list[str]:
+    """Every check of `modules` (default: all) earns its full points against solutions/."""
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="handout-solutions-"))
+    paths = suite_paths(root, modules)
+    if not paths:
+        return [f"no test files for modules {modules}"]
+    results, finished, output, rc = run_suites(root, "solutions", paths, workdir / "solutions.jsonl",
+                                               log=workdir / "solutions.log")
+    if results is None or not finished:
+        return [f"solutions: the test run did not finish (exit {rc}): {output[-1500:]}"]
+    points = load_points(root / "grader" / "points", root / "grader" / "calibration.json")
+    wanted = set(modules) if modules is not None else {p.id for p in points.problems}
+    failures = []
+    for problem in score_checks(points, results.tests):
+        if problem.problem_id not in wanted:
+            continue
+        for check in problem.checks:
+            if check.not_run_here:
+                continue
+            if not check.tests:
+                failures.append(f"solutions: check {check.check.id} has no test carrying it")
+            elif check.earned < check.possible - 1e-9:
+                bad = [f"{t.nodeid} ({t.outcome}: {t.message[:200]})" for t in check.tests if t.outcome != "passed"]
+                failures.append(f"solutions: {check.check.id} earns {check.earned:g} / {check.possible:g}: "
+                                + "; ".join(bad[:3]))
+    return failures
+
+
+def stubs_score_zero(root: Path, handout: Path, workdir: Path | None = None) -> list[str]:
+    """The handout's stubs, run under both suites, earn 0 and every graded test is "not implemented"."""
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="handout-stubs-"))
+    results, finished, output, rc = run_suites(root, str(handout / "assignment"), suite_paths(root, None),
+                                               workdir / "stubs.jsonl", log=workdir / "stubs.log")
+    if results is None or not finished:
+        return [f"stubs: the test run did not finish (exit {rc}): {output[-1500:]}"]
+    failures = []
+    for record in results.tests:
+        if record.outcome not in (NOT_IMPLEMENTED, NOT_RUN_HERE):
+            failures.append(f"stubs: {record.nodeid} is {record.outcome}, not 'not implemented'"
+                            + (f": {record.message[:200]}" if record.message else ""))
+    points = load_points(root / "grader" / "points", root / "grader" / "calibration.json")
+    earned = sum(problem.earned for problem in score_checks(points, results.tests))
+    if earned:
+        failures.append(f"stubs: earn {earned:g} points, not 0")
+    return failures
+
+
+# --- 4. leaks -------------------------------------------------------------------------------------------------
+
+
+def solution_secrets(root: Path) -> dict[str, str]:
+    """{stripped line: where} for solution-region lines that appear nowhere outside a region."""
+    inside: dict[str, str] = {}
+    outside: set[str] = set()
+    for path in sorted((root / "solutions").glob("*.py")):
+        lines = path.read_text().splitlines()
+        region_lines = set()
+        for region in find_regions(lines, f"solutions/{path.name}"):
+            region_lines.update(range(region.begin, region.end + 1))
+        for number, line in enumerate(lines, start=1):
+            text = line.strip()
+            if number in region_lines:
+                if len(text) >= MIN_LEAK_CHARS and text not in (BEGIN, END):
+                    inside.setdefault(text, f"solutions/{path.name}:{number}")
+            else:
+                outside.add(text)
+    return {text: where for text, where in inside.items() if text not in outside}
+
+
+def hidden_secrets(root: Path) -> dict[str, str]:
+    """{token: what} for hidden test function names, hidden file names and hidden-only checks."""
+    secrets = {}
+    for path in sorted((root / "tests_hidden").glob("*.py")):
+        secrets[path.stem] = f"hidden test file {path.name}"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_"):
+                secrets[node.name] = f"hidden test {path.name}::{node.name}"
+    points = load_points(root / "grader" / "points", root / "grader" / "calibration.json")
+    for check in points.checks.values():
+        if check.suite == "hidden" and not check.perf:
+            secrets[check.id] = f"hidden check id {check.id}"
+            if len(check.description) >= MIN_LEAK_CHARS:
+                secrets[check.description] = f"description of hidden check {check.id}"
+    # A public test may share a name with a hidden one only if it is a public test itself.
+    public_names = set()
+    for path in sorted((root / "tests_public").glob("*.py")):
+        public_names |= {n.name for n in ast.walk(ast.parse(path.read_text()))
+                         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return {token: what for token, what in secrets.items() if token not in public_names}
+
+
+def nothing_leaks(root: Path, handout: Path) -> list[str]:
+    code_secrets = solution_secrets(root)
+    name_secrets = hidden_secrets(root)
+    names = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, sorted(name_secrets, key=len, reverse=True)))
+                       + r")(?![\w])") if name_secrets else None
+    failures = []
+    for path in sorted(p for p in handout.rglob("*") if p.is_file()):
+        relative = path.relative_to(handout)
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for number, line in enumerate(text.splitlines(), start=1):
+            stripped = line.strip()
+            if stripped in (BEGIN, END):
+                failures.append(f"leak: {relative}:{number} carries a solution marker")
+            elif stripped in code_secrets:
+                failures.append(f"leak: {relative}:{number} repeats {code_secrets[stripped]}: {stripped[:80]!r}")
+            if names:
+                for match in names.finditer(line):
+                    failures.append(f"leak: {relative}:{number} names {name_secrets[match.group(1)]}")
+    for folder in ("solutions", "tests_hidden"):
+        if (handout / folder).exists():
+            failures.append(f"leak: the handout contains {folder}/")
+    return failures
+
+
+# --- 5. the unpacked handout installs and tests itself -----------------------------------------------------------
+
+
+def handout_installs_and_tests(tarball: Path, workdir: Path | None = None) -> tuple[list[str], str]:
+    """Unpack, make a venv reusing this Python's packages, `make install` offline, `make test`."""
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="handout-install-"))
+    with tarfile.open(tarball) as archive:
+        archive.extractall(workdir, filter="data")
+    folders = [p for p in workdir.iterdir() if p.is_dir()]
+    if len(folders) != 1:
+        return [f"install: the tarball should hold one folder, found {[p.name for p in folders]}"], ""
+    folder = folders[0]
+    venv = workdir / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True,
+                   capture_output=True, timeout=300)
+    python = venv / "bin" / "python"
+    env = _clean_env(PIP_DISABLE_PIP_VERSION_CHECK="1")
+    make = ["make", "-C", str(folder), f"PYTHON={python}", "PIP_FLAGS=--no-index --no-build-isolation --no-deps"]
+    install = subprocess.run(make + ["install"], capture_output=True, text=True, env=env, timeout=600)
+    if install.returncode != 0:
+        return [f"install: `make install` failed (exit {install.returncode}): "
+                f"{(install.stdout + install.stderr)[-1500:]}"], install.stdout + install.stderr
+    where = subprocess.run([str(python), "-c", "import grader, assignment; print(grader.__file__); "
+                            "print(assignment.__file__)"], cwd=workdir, capture_output=True, text=True, env=env)
+    failures = []
+    if str(folder) not in where.stdout:
+        failures.append(f"install: the venv imports grader/assignment from elsewhere: {where.stdout or where.stderr}")
+    test = subprocess.run(make + ["test"], capture_output=True, text=True, env=env, timeout=SUITE_TIMEOUT_S)
+    output = test.stdout + test.stderr
+    # Stubs fail their tests (pytest exit 1, which make reports as "Error 1"); pytest's other non-zero
+    # codes (interrupted, internal error, usage error, nothing collected) mean the handout is broken.
+    pytest_code = re.search(r"\] Error (\d+)", output)
+    if test.returncode != 0 and (pytest_code is None or pytest_code.group(1) != "1"):
+        failures.append(f"test: `make test` failed with pytest exit {pytest_code.group(1) if pytest_code else '?'}: "
+                        f"{output[-1500:]}")
+    if "rror collecting" in output or "INTERNALERROR" in output or "UsageError" in output:
+        failures.append(f"test: `make test` hit a collection/usage error: {output[-1500:]}")
+    if not re.search(rf"^{SUMMARY_MARKER}\s", output, re.MULTILINE):
+        failures.append(f"test: `make test` printed no points summary: {output[-1500:]}")
+    if "not implemented" not in output:
+        failures.append("test: `make test` on the stubs reported no 'not implemented' tests")
+    return failures, output
+
+
+# --- all together -----------------------------------------------------------------------------------------------
+
+
+def verify_handout(root: Path, handout: Path, tarball: Path, *, solution_modules: list[str] | None = None,
+                   workdir: Path | None = None) -> list[str]:
+    """Every proof; prints progress and timings. `solution_modules` limits the (slow) solutions run."""
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="handout-verify-"))
+    failures: list[str] = []
+    steps = [
+        ("repo assignment/ up to date", lambda: repo_stubs_current(root)),
+        ("nothing from solutions/ or tests_hidden/ leaks", lambda: nothing_leaks(root, handout)),
+        ("stubs score 0, every graded test not implemented", lambda: stubs_score_zero(root, handout, workdir)),
+        ("solutions score full marks" + (f" ({', '.join(solution_modules)})" if solution_modules else ""),
+         lambda: solutions_score_full(root, solution_modules, workdir)),
+        ("the tarball installs in a fresh venv and `make test` runs", lambda: handout_installs_and_tests(
+            tarball, workdir / "install")[0]),
+    ]
+    (workdir / "install").mkdir(exist_ok=True)
+    for title, step in steps:
+        started = time.perf_counter()
+        found = step()
+        status = "ok" if not found else f"FAILED ({len(found)})"
+        print(f"verify: {title}: {status} [{time.perf_counter() - started:.0f} s]", flush=True)
+        failures += found
+    print(f"verify: logs in {workdir}")
+    return failures
