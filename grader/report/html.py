@@ -1,0 +1,172 @@
+"""HTML pages: one report per student, one class overview. Self-contained files (inline CSS, inline
+SVG charts), no JavaScript, no network. Jinja2 with autoescape and StrictUndefined: everything that
+came from a submission (messages, file names, logs) is escaped, and a renamed field fails loudly.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from grader.report import model
+
+TEMPLATES = Path(__file__).parent / "templates"
+HISTOGRAM_BINS = 10
+
+
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def _css() -> str:
+    return (TEMPLATES / "style.css").read_text()
+
+
+def render_student(result: dict) -> str:
+    template = environment().get_template("student.html.j2")
+    return template.render(css=_css(), r=result, status=model.STATUS_LABELS.get(result["status"], result["status"]),
+                           earned=model.points_text(result["score"]["earned"]),
+                           possible=model.points_text(result["score"]["possible"]),
+                           percent=model.percent_text(result["score"]["earned"], result["score"]["possible"]),
+                           css_class=model.score_class(result["score"]["earned"], result["score"]["possible"]),
+                           problems=model.problem_views(result), not_run=_not_run_checks(result),
+                           environment=_environment_rows(result))
+
+
+def _not_run_checks(result: dict) -> list[str]:
+    return [c["id"] for p in result.get("problems", []) for c in p["checks"] if c["not_run_here"]]
+
+
+def _environment_rows(result: dict) -> list[tuple[str, str]]:
+    rows = [("device", result.get("device") or "-"), ("sandbox", result.get("sandbox", "-")),
+            ("suite", result.get("suite", "-")), ("grader", result.get("grader_version", "-")),
+            ("graded at", result.get("graded_at", "-"))]
+    rows += [(str(k), str(v)) for k, v in sorted((result.get("environment") or {}).items())]
+    return rows
+
+
+# --- the class page ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Bar:
+    x: float
+    y: float
+    width: float
+    height: float
+    label: str
+    count: int
+
+
+@dataclass
+class ProblemSpread:
+    title: str
+    total: str
+    mean: str
+    stdev: str
+    low: str
+    high: str
+    mean_x: float
+    low_x: float
+    high_x: float
+
+
+@dataclass
+class PerfSpread:
+    check: str
+    count: int
+    low: str
+    median: str
+    high: str
+    dots: list          # x positions (0..200) of each ratio on a 0..max scale
+    ladder_x: list      # x positions of the ladder's pass/good/excellent marks
+
+
+def write_index(path: Path, results: list[dict], points) -> None:
+    Path(path).write_text(render_index(results, points), encoding="utf-8")
+
+
+def render_index(results: list[dict], points) -> str:
+    graded = [r for r in results if r["status"] != "not_gradable"]
+    template = environment().get_template("index.html.j2")
+    return template.render(
+        css=_css(), count=len(results), statuses=Counter(r["status"] for r in results).most_common(),
+        histogram=histogram(results), problems=problem_spreads(graded, points),
+        most_failed=most_failed(graded), perf=perf_spreads(graded, points),
+        environment=_environment_rows(graded[0]) if graded else [],
+        rows=[_index_row(r) for r in results])
+
+
+def histogram(results: list[dict], bins: int = HISTOGRAM_BINS) -> list[Bar]:
+    """Share of possible points per student, in `bins` bars; heights scaled to a 100-px chart."""
+    counts = [0] * bins
+    for result in results:
+        possible = result["score"]["possible"]
+        share = result["score"]["earned"] / possible if possible > 0 else 0.0
+        counts[min(int(share * bins), bins - 1)] += 1
+    tallest = max(counts) or 1
+    width = 300 / bins
+    return [Bar(i * width, 100 - 100 * n / tallest, width - 2, 100 * n / tallest,
+                f"{100 * i // bins}-{100 * (i + 1) // bins}%", n) for i, n in enumerate(counts)]
+
+
+def problem_spreads(results: list[dict], points) -> list[ProblemSpread]:
+    spreads = []
+    for problem in points.problems:
+        earned = [p["earned"] for r in results for p in r["problems"] if p["id"] == problem.id]
+        total = max([p["total"] for r in results for p in r["problems"] if p["id"] == problem.id]
+                    or [problem.total]) or 1.0
+        if not earned:
+            continue
+        mean, low, high = statistics.fmean(earned), min(earned), max(earned)
+        stdev = statistics.pstdev(earned) if len(earned) > 1 else 0.0
+        scale = 200 / total
+        spreads.append(ProblemSpread(problem.title, model.points_text(total), model.points_text(mean),
+                                     model.points_text(stdev), model.points_text(low), model.points_text(high),
+                                     mean * scale, low * scale, high * scale))
+    return spreads
+
+
+def most_failed(results: list[dict], limit: int = 15) -> list[tuple[str, str, int]]:
+    """(test, check, number of submissions where it did not pass), most failed first."""
+    counts: Counter = Counter()
+    checks = {}
+    for result in results:
+        for problem in result["problems"]:
+            for check in problem["checks"]:
+                for test in check["tests"]:
+                    if test["outcome"] not in ("passed", "not_run_here"):
+                        counts[test["nodeid"]] += 1
+                        checks[test["nodeid"]] = check["id"]
+    return [(nodeid, checks[nodeid], n) for nodeid, n in counts.most_common(limit)]
+
+
+def perf_spreads(results: list[dict], points) -> list[PerfSpread]:
+    ratios: dict[str, list[float]] = {}
+    for result in results:
+        for check, values in model.perf_ratios(result).items():
+            ratios.setdefault(check, []).extend(values)
+    spreads = []
+    for check_id, values in sorted(ratios.items()):
+        ladder = getattr(points.checks.get(check_id), "ladder", None)
+        marks = [ladder.passing, ladder.good, ladder.excellent] if ladder else []
+        top = max(values + marks + [1.0]) * 1.1
+        spreads.append(PerfSpread(check_id, len(values), f"{min(values):.2f}x",
+                                  f"{statistics.median(values):.2f}x", f"{max(values):.2f}x",
+                                  [200 * v / top for v in values], [200 * m / top for m in marks]))
+    return spreads
+
+
+def _index_row(result: dict) -> dict:
+    score = result["score"]
+    return {"id": result["id"], "status": model.STATUS_LABELS.get(result["status"], result["status"]),
+            "status_key": result["status"], "earned": model.points_text(score["earned"]),
+            "possible": model.points_text(score["possible"]),
+            "percent": model.percent_text(score["earned"], score["possible"]),
+            "css": model.score_class(score["earned"], score["possible"]),
+            "late": {True: "late", False: ""}.get(result.get("late"), ""), "reason": result.get("reason", "")}

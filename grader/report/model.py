@@ -1,0 +1,270 @@
+"""One submission's result as plain data (the `result.json` every report is rendered from), and the
+view models the HTML templates print: every label, rounding and colour is decided here, not in a
+template.
+
+`build_result` turns the checking run's results stream into scores. The stream is read defensively:
+a truncated last line ends it, a record for an unknown check or a repeated test is dropped and noted,
+and every check without a record scores zero with the run's reason (fail closed).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+
+from grader import results as results_format
+from grader.points import LEVEL_CREDIT, PointsTable, Problem
+from grader.results import DID_NOT_REPORT, TestRecord
+from grader.scoring import score_checks
+
+RESULT_FORMAT = 1
+STATUSES = ("graded", "timeout", "crashed", "not_gradable")
+MESSAGE_LIMIT = 4000
+LOG_TAIL_CHARS = 4000
+
+
+# --- building result.json ------------------------------------------------------------------------
+
+
+def parse_stream(text: str, points: PointsTable) -> tuple[dict | None, list[TestRecord], list[str]]:
+    """(header, records, notes) from a results stream; nothing malformed is ever scored."""
+    header, records, notes, seen = None, [], [], set()
+    known = points.checks
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            notes.append(f"results line {number} is incomplete (the run stopped while writing it)")
+            break
+        kind = entry.get("type") if isinstance(entry, dict) else None
+        if kind == "header" and header is None:
+            if entry.get("version") != results_format.FORMAT_VERSION:
+                notes.append(f"results header has unknown version {entry.get('version')!r}")
+                break
+            header = entry
+        elif kind == "test" and header is not None:
+            record = _record(entry)
+            if record is None:
+                notes.append(f"results line {number} is malformed; ignored")
+            elif record.check not in known:
+                notes.append(f"{record.nodeid}: unknown check {record.check!r}; ignored")
+            elif record.nodeid in seen:
+                notes.append(f"{record.nodeid}: reported twice; the first report counts")
+            else:
+                seen.add(record.nodeid)
+                records.append(record)
+        elif kind == "end":
+            break
+    return header, records, notes
+
+
+def _record(entry: dict) -> TestRecord | None:
+    try:
+        record = TestRecord(nodeid=str(entry["nodeid"]), check=str(entry["check"]),
+                            outcome=str(entry["outcome"]), message=str(entry.get("message", "")),
+                            duration=float(entry.get("duration", 0.0)),
+                            perf=entry.get("perf") if isinstance(entry.get("perf"), dict) else None)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if len(record.message) > MESSAGE_LIMIT:
+        record.message = record.message[: MESSAGE_LIMIT // 2] + "\n...\n" + record.message[-MESSAGE_LIMIT // 2:]
+    return record
+
+
+def maximum(points: PointsTable, suites: tuple[str, ...], perf: bool) -> float:
+    return sum(c.points for c in selected_points(points, perf).checks.values() if c.suite in suites)
+
+
+def selected_points(points: PointsTable, perf: bool) -> PointsTable:
+    """The table without perf checks when they were switched off (--no-perf): not in the maximum."""
+    if perf:
+        return points
+    return PointsTable(tuple(Problem(p.id, p.title, p.order, tuple(c for c in p.checks if not c.perf))
+                             for p in points.problems))
+
+
+def build_result(student: str, points: PointsTable, stream: str, status: str, reason: str, log: str,
+                 context: dict, *, suites: tuple[str, ...], perf: bool = True) -> dict:
+    """Score one run. `status` is how the run ended (graded, timeout, crashed)."""
+    table = selected_points(points, perf)
+    header, records, notes = parse_stream(stream, table)
+    if status == "graded" and header is None:
+        status, reason = "crashed", "the checking run wrote no results"
+    reported = {r.check for r in records}
+    why = reason or "no test of this check reported a result"
+    for problem in table.problems:
+        for check in problem.checks:
+            if check.suite in suites and check.id not in reported:
+                records.append(TestRecord(f"{check.id} (did not report)", check.id, DID_NOT_REPORT, why))
+    scores = score_checks(table, records, suites)
+    return {
+        "format": RESULT_FORMAT, "id": student, "status": status, "reason": reason,
+        "graded_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "score": {"earned": round(sum(p.earned for p in scores), 4),
+                  "possible": sum(p.possible for p in scores), "total": sum(p.total for p in scores)},
+        "problems": [_problem(p) for p in scores if p.checks],
+        "device": (header or {}).get("device", ""), "environment": (header or {}).get("environment", {}),
+        "notes": notes, "log_tail": log[-LOG_TAIL_CHARS:],
+        "timing": {"tests_s": round(sum(r.duration for r in records), 3)},
+        **context,
+    }
+
+
+def not_gradable_result(student: str, reason: str, context: dict, maximum: float = 0.0) -> dict:
+    """Nothing ran: zero out of `maximum` (the selected checks' total), with the reason."""
+    return {"format": RESULT_FORMAT, "id": student, "status": "not_gradable", "reason": reason,
+            "graded_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "score": {"earned": 0.0, "possible": maximum, "total": maximum}, "problems": [], "device": "",
+            "environment": {}, "notes": [], "log_tail": "", "timing": {"tests_s": 0.0}, **context}
+
+
+def _problem(score) -> dict:
+    checks = [_check(c) for c in score.checks]
+    return {"id": score.problem_id, "title": score.title, "earned": score.earned,
+            "possible": score.possible, "total": score.total,
+            "perf_earned": round(sum(c["earned"] for c in checks if c["perf"]), 4),
+            "perf_possible": sum(c["possible"] for c in checks if c["perf"]), "checks": checks}
+
+
+def _check(score) -> dict:
+    check = score.check
+    ladder = None
+    if check.ladder is not None:
+        ladder = {"pass": check.ladder.passing, "good": check.ladder.good,
+                  "excellent": check.ladder.excellent, "source": check.ladder.source}
+    return {"id": check.id, "description": check.description, "suite": check.suite, "perf": check.perf,
+            "points": check.points, "earned": round(score.earned, 4), "possible": score.possible,
+            "level": score.level, "not_run_here": score.not_run_here, "baseline": check.baseline,
+            "ladder": ladder, "tests": [asdict(t) for t in score.tests]}
+
+
+# --- view models for the templates -------------------------------------------------------------------
+
+
+STATUS_LABELS = {"graded": "graded", "timeout": "timed out", "crashed": "crashed",
+                 "not_gradable": "not gradable"}
+OUTCOME_LABELS = {"passed": "passed", "failed": "failed", "not_implemented": "not implemented",
+                  "not_run_here": "not run here", "harness_error": "harness error (not your fault)",
+                  "did_not_report": "did not report"}
+
+
+def points_text(value: float) -> str:
+    """2 -> '2', 2.5 -> '2.5', 2.3333 -> '2.33'."""
+    return f"{round(value, 2):g}"
+
+
+def percent_text(earned: float, possible: float) -> str:
+    """Never shows 100% unless the score is full, nor 0% unless it is zero (coverage.py's rule)."""
+    if possible <= 0:
+        return "n/a"
+    share = 100.0 * earned / possible
+    if 99 < share < 100:
+        return "99%"
+    if 0 < share < 1:
+        return "1%"
+    return f"{share:.0f}%"
+
+
+def score_class(earned: float, possible: float) -> str:
+    if possible <= 0:
+        return "none"
+    share = earned / possible
+    return "full" if share >= 0.999 else "high" if share >= 0.7 else "mid" if share >= 0.4 else "low"
+
+
+@dataclass
+class FailingTest:
+    name: str
+    outcome: str
+    message: str
+
+
+@dataclass
+class PerfRow:
+    check: str
+    description: str
+    ratio: str
+    level: str
+    ladder: str
+    baseline: str
+    earned: str
+
+
+@dataclass
+class CheckRow:
+    id: str
+    description: str
+    earned: str
+    points: str
+    css: str
+    state: str
+    failing: list
+
+
+@dataclass
+class ProblemView:
+    id: str
+    title: str
+    earned: str
+    possible: str
+    percent: str
+    css: str
+    checks: list
+    perf_rows: list
+
+
+def problem_views(result: dict) -> list[ProblemView]:
+    views = []
+    for problem in result.get("problems", []):
+        rows, perf_rows = [], []
+        for check in problem["checks"]:
+            failing = [FailingTest(_test_name(t["nodeid"]), OUTCOME_LABELS.get(t["outcome"], t["outcome"]),
+                                   t["message"]) for t in check["tests"] if t["outcome"] != "passed"]
+            state = "not run here" if check["not_run_here"] else \
+                "passed" if check["earned"] >= check["points"] - 1e-9 else \
+                f"{len(failing)} of {len(check['tests'])} tests not passed"
+            rows.append(CheckRow(check["id"], check["description"], points_text(check["earned"]),
+                                 points_text(check["points"]),
+                                 "none" if check["not_run_here"] else score_class(check["earned"], check["points"]),
+                                 state, failing))
+            if check["perf"]:
+                perf_rows.append(_perf_row(check))
+        views.append(ProblemView(problem["id"], problem["title"], points_text(problem["earned"]),
+                                 points_text(problem["possible"]),
+                                 percent_text(problem["earned"], problem["possible"]),
+                                 score_class(problem["earned"], problem["possible"]), rows, perf_rows))
+    return views
+
+
+def _perf_row(check: dict) -> PerfRow:
+    ratios = [t["perf"]["ratio"] for t in check["tests"] if t.get("perf") and "ratio" in t["perf"]]
+    ladder = check.get("ladder") or {}
+    ladder_text = (f"pass {ladder['pass']:g}x, good {ladder['good']:g}x, excellent {ladder['excellent']:g}x "
+                   f"({ladder.get('source', 'default')})") if ladder else ""
+    ratio = ", ".join(f"{r:.2f}x" for r in ratios) if ratios else "not measured"
+    level = "not run here" if check["not_run_here"] else (check.get("level") or "below")
+    return PerfRow(check["id"], check["description"], ratio, level, ladder_text, check.get("baseline", ""),
+                   f"{points_text(check['earned'])} / {points_text(check['points'])}")
+
+
+def _test_name(nodeid: str) -> str:
+    return nodeid.split("::", 1)[-1]
+
+
+def perf_ratios(result: dict) -> dict[str, list[float]]:
+    """check id -> measured ratios, for the class's perf distribution."""
+    ratios: dict[str, list[float]] = {}
+    for problem in result.get("problems", []):
+        for check in problem["checks"]:
+            if check["perf"]:
+                for test in check["tests"]:
+                    if test.get("perf") and isinstance(test["perf"].get("ratio"), (int, float)):
+                        ratios.setdefault(check["id"], []).append(float(test["perf"]["ratio"]))
+    return ratios
+
+
+def credit_of(level: str | None) -> float:
+    return LEVEL_CREDIT.get(level or "below", 0.0)

@@ -1,0 +1,506 @@
+"""`grader grade`: every submission checked in its own process tree, in parallel, resumably.
+
+For each submission: stage its allow-listed files (grader.submission), launch the checking pytest run
+(argv from grader.sandbox) in a new session with its own scratch, read its results from a pipe only the
+checker holds, kill the whole group on the wall-clock budget, score what reported (grader.scoring) and
+write that student's outputs at once. The class files (grades.csv, index.html) are rebuilt from every
+result.json on disk at the end, and on Ctrl-C. A submission never stops the batch: whatever goes wrong
+becomes a status (graded, timeout, crashed, not_gradable) with a reason and the log's tail.
+
+Nothing here imports torch or Triton (tests/test_runner.py proves it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+import grader
+from grader import results, sandbox, submission
+from grader.errors import BadSubmission, GraderError
+from grader.points import POINTS_DIR, load_points
+from grader.report import gradebook, html
+from grader.report.model import build_result, maximum, not_gradable_result
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SUITE_DIRS = {"public": ("tests_public",), "hidden": ("tests_hidden",), "all": ("tests_public", "tests_hidden")}
+DEFAULT_TIMEOUT = 1800.0          # seconds per submission (the full GPU suite takes a few minutes)
+LOG_HEAD = LOG_TAIL = 100_000     # bytes of the child's output kept: head and tail, 200 KB in all
+RESULT_FILE = "result.json"
+
+
+@dataclass
+class Settings:
+    submissions: Path
+    out: Path
+    suite: str = "all"
+    slots: list[str | None] = field(default_factory=lambda: [None])   # GPU per worker; None: CPU
+    gpu_mode: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+    only: tuple[str, ...] = ()
+    force: bool = False
+    sandbox: bool = True
+    perf: bool = True
+    tests_root: Path = REPO_ROOT
+    points_dir: Path = POINTS_DIR
+    quiet: bool = False
+
+
+@dataclass
+class Outcome:
+    """What one child run produced, before scoring."""
+
+    status: str                  # graded | timeout | crashed
+    reason: str
+    exit_code: int | None
+    duration: float
+    stream: str                  # the results stream (JSON lines)
+    log: str                     # head and tail of stdout+stderr
+
+
+# --- entry points ----------------------------------------------------------------------------------
+
+
+def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, timeout=None, only=(),
+              force=False, no_sandbox=False, no_perf=False, tests_root=None, points_dir=None,
+              quiet=False) -> int:
+    """The `grader grade` command; returns the exit status (0, or 130 on Ctrl-C)."""
+    gpu_list = parse_gpus(gpus) if gpus is not None else detect_gpus(os.environ)
+    slots = list(gpu_list) if gpu_list else [None] * (jobs or default_jobs())
+    settings = Settings(Path(submissions), Path(out), suite, slots, bool(gpu_list),
+                        float(timeout or DEFAULT_TIMEOUT), tuple(only), force, not no_sandbox,
+                        not no_perf, Path(tests_root or REPO_ROOT), Path(points_dir or POINTS_DIR), quiet)
+    return Batch(settings).run()
+
+
+def bench_grader(copies: int = 4, jobs: int | None = None) -> int:
+    """Grade `copies` copies of the reference solutions; print submissions/minute and the overhead."""
+    work = Path(tempfile.mkdtemp(prefix="grader-bench-"))
+    try:
+        for index in range(copies):
+            folder = work / "submissions" / f"reference{index:02d}"
+            folder.mkdir(parents=True)
+            for module in submission.MODULES:
+                source = REPO_ROOT / "solutions" / f"{module}.py"
+                if source.exists():
+                    shutil.copy(source, folder / source.name)
+        start = time.perf_counter()
+        grade_all(work / "submissions", out=work / "out", jobs=jobs, quiet=True)
+        elapsed = time.perf_counter() - start
+        results = [json.loads(p.read_text()) for p in sorted((work / "out").glob(f"*/{RESULT_FILE}"))]
+        click.echo(bench_summary(results, elapsed))
+        return 0 if all(r["status"] == "graded" for r in results) else 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def bench_summary(results: list[dict], elapsed: float) -> str:
+    count = len(results)
+    per_minute = 60.0 * count / elapsed if elapsed > 0 else 0.0
+    tests = [r["timing"]["tests_s"] for r in results]
+    child = [r["timing"]["child_s"] for r in results]
+    total = [r["timing"]["total_s"] for r in results]
+    mean = lambda values: sum(values) / len(values) if values else 0.0  # noqa: E731
+    return (f"graded {count} copies of the reference in {elapsed:.1f} s: {per_minute:.2f} submissions/minute\n"
+            f"per submission: {mean(total):.2f} s in all, {mean(child):.2f} s in the checking run, "
+            f"{mean(tests):.2f} s inside tests\n"
+            f"overhead beyond test time: {mean(total) - mean(tests):.2f} s "
+            f"(grader side {mean(total) - mean(child):.2f} s; pytest start-up, imports and worker "
+            f"{mean(child) - mean(tests):.2f} s)\n"
+            f"statuses: {', '.join(sorted({r['status'] for r in results}))}")
+
+
+# --- GPUs and workers ------------------------------------------------------------------------------
+
+
+def parse_gpus(text: str) -> list[str]:
+    """`--gpus 0,1` -> ["0", "1"]; `--gpus ""` or "none" -> [] (CPU only)."""
+    if text.strip().lower() in ("", "none", "cpu"):
+        return []
+    gpus = [part.strip() for part in text.split(",") if part.strip()]
+    if len(set(gpus)) != len(gpus):
+        raise GraderError(f"--gpus {text!r}: a GPU is listed twice")
+    return gpus
+
+
+def detect_gpus(env, run=subprocess.run) -> list[str]:
+    """GPUs visible to us without importing torch: CUDA_VISIBLE_DEVICES if set, else `nvidia-smi -L`."""
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [part.strip() for part in visible.split(",") if part.strip() and part.strip() != "-1"]
+    try:
+        listing = run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if listing.returncode != 0:
+        return []
+    lines = [line for line in listing.stdout.splitlines() if line.startswith("GPU ")]
+    return [str(index) for index in range(len(lines))]
+
+
+def default_jobs() -> int:
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+# --- the batch -------------------------------------------------------------------------------------
+
+
+class Batch:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.points = load_points(settings.points_dir)
+        self.scratch_root = Path(tempfile.mkdtemp(prefix="grader-"))
+        self.checker_root = self.scratch_root / "checker"
+        self.fingerprint = build_checker_tree(settings, self.checker_root)
+        self.metadata = submission.read_metadata(settings.submissions)
+        self.running: dict[str, subprocess.Popen] = {}
+        self.lock = threading.Lock()
+        self.bwrap = sandbox.find_bwrap() if settings.sandbox else None
+
+    def run(self) -> int:
+        settings = self.settings
+        settings.out.mkdir(parents=True, exist_ok=True)
+        sources, skipped = submission.find_submissions(settings.submissions)
+        for line in skipped:
+            self.say(f"skipped {line}")
+        if settings.only:
+            unknown = sorted(set(settings.only) - {s.id for s in sources})
+            for student in unknown:
+                self.say(f"--only {student}: no such submission")
+            sources = [s for s in sources if s.id in settings.only]
+        if settings.sandbox and not self.bwrap:
+            self.say("bubblewrap (bwrap) not found: grading WITHOUT a sandbox "
+                     "(apt-get install bubblewrap, or pass --no-sandbox to silence this)")
+        try:
+            self.grade(sources)
+        except KeyboardInterrupt:
+            self.say("interrupted: stopping running submissions; finished grades are kept")
+            self.kill_all()
+            self.write_class_files()
+            return 130
+        finally:
+            shutil.rmtree(self.scratch_root, ignore_errors=True)
+        self.write_class_files()
+        return 0
+
+    def grade(self, sources):
+        slots: queue.Queue = queue.Queue()
+        for slot in self.settings.slots:
+            slots.put(slot)
+        started = time.perf_counter()
+        done, total = 0, len(sources)
+        with ThreadPoolExecutor(max_workers=len(self.settings.slots)) as pool:
+            pending = {pool.submit(self.grade_one, source, slots): source for source in sources}
+            try:
+                while pending:
+                    finished, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        source = pending.pop(future)
+                        done += 1
+                        self.progress(done, total, source.id, future.result(), started)
+            except KeyboardInterrupt:
+                for future in pending:
+                    future.cancel()
+                self.kill_all()
+                raise
+
+    def grade_one(self, source, slots) -> str:
+        """Grade one submission (or reuse its grade); write its outputs; return a progress word."""
+        begin = time.perf_counter()
+        scratch = self.scratch_root / "runs" / source.id
+        try:
+            staged = submission.stage(source, scratch / "impl")
+        except BadSubmission as error:
+            result = not_gradable_result(source.id, str(error), self.context(source.id, None), self.maximum())
+            return self.finish(source, result, scratch, begin, log="")
+        key = self.grade_key(staged)
+        previous = self.previous(source.id)
+        forced = self.settings.force or source.id in self.settings.only
+        if previous and previous.get("grade_key") == key and not forced:
+            shutil.rmtree(scratch, ignore_errors=True)
+            return f"unchanged, kept {previous['status']}"
+        context = self.context(source.id, staged) | {"grade_key": key}
+        if not staged.files:
+            result = not_gradable_result(source.id, "no assignment module files found "
+                                         f"({', '.join(m + '.py' for m in submission.MODULES)})", context,
+                                         self.maximum())
+            return self.finish(source, result, scratch, begin, log="")
+        slot = slots.get()
+        try:
+            outcome = self.execute(source.id, scratch, slot)
+        finally:
+            slots.put(slot)
+        context |= {"gpu": slot, "exit_code": outcome.exit_code}
+        result = build_result(source.id, self.points, outcome.stream, outcome.status, outcome.reason,
+                              outcome.log, context, suites=self.suites(), perf=self.settings.perf)
+        result["timing"]["child_s"] = round(outcome.duration, 3)
+        return self.finish(source, result, scratch, begin, log=outcome.log)
+
+    def finish(self, source, result, scratch, begin, log) -> str:
+        result["timing"]["total_s"] = round(time.perf_counter() - begin, 3)
+        write_submission_outputs(self.settings.out / source.id, result, log)
+        shutil.rmtree(scratch, ignore_errors=True)
+        return f"{result['status']} {result['score']['earned']:g}/{result['score']['possible']:g}"
+
+    # --- one child run ---------------------------------------------------------------------------
+
+    def execute(self, student: str, scratch: Path, slot: str | None) -> Outcome:
+        for folder in sandbox.scratch_folders(scratch):
+            folder.mkdir(parents=True, exist_ok=True)
+        read_end, write_end = os.pipe()
+        command = self.checker_command(scratch / "impl", write_end)
+        launch = sandbox.build_launch(
+            command, scratch=scratch, checker_root=self.checker_root,
+            gpus=[slot] if slot is not None else ([] if not self.settings.gpu_mode else None),
+            sandbox=self.settings.sandbox, bwrap=self.bwrap, base_env=dict(os.environ),
+            masked=self.masked_paths(), device_nodes=sandbox.gpu_device_nodes(),
+            keep_visible=[Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent])
+        start = time.perf_counter()
+        try:
+            process = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       pass_fds=(write_end,), start_new_session=True)
+        except OSError as error:
+            os.close(read_end)
+            os.close(write_end)
+            return Outcome("crashed", f"could not start the checking run: {error}", None, 0.0, "", "")
+        os.close(write_end)                     # the checker holds the only write end now
+        with self.lock:
+            self.running[student] = process
+        log = BoundedLog()
+        stream = bytearray()
+        readers = [threading.Thread(target=_drain, args=(process.stdout, log.add), daemon=True),
+                   threading.Thread(target=_drain_fd, args=(read_end, stream.extend), daemon=True)]
+        for reader in readers:
+            reader.start()
+        timed_out = False
+        try:
+            process.wait(timeout=self.settings.timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            kill_group(process)
+            with self.lock:
+                self.running.pop(student, None)
+        for reader in readers:
+            reader.join(timeout=5)
+        duration = time.perf_counter() - start
+        text = bytes(stream).decode("utf-8", errors="replace")
+        status, reason = classify_exit(process.returncode, timed_out, self.settings.timeout, text)
+        return Outcome(status, reason, process.returncode, duration, text, log.text())
+
+    def checker_command(self, impl_dir: Path, results_fd: int) -> list[str]:
+        command = [sys.executable, "-m", "pytest", "-p", "grader.plugin"]
+        if _importable("pytest_timeout"):
+            command += ["-p", "pytest_timeout"]
+        command += [*SUITE_DIRS[self.settings.suite], "--impl", str(impl_dir), "--isolate",
+                    "--results-json", f"/dev/fd/{results_fd}", "-q", "-p", "no:cacheprovider"]
+        if not self.settings.perf:
+            command += ["-m", "not perf"]
+        return command
+
+    def masked_paths(self) -> list[Path]:
+        """Folders the sandboxed child must see empty: staff-only parts of the repo, other students."""
+        candidates = [REPO_ROOT / name for name in ("solutions", "tests_hidden", ".git", "examples", "dist")]
+        candidates += [self.settings.tests_root / "tests_hidden", self.settings.submissions,
+                       self.settings.out, self.scratch_root]
+        return [path.resolve() for path in candidates if path.exists()]
+
+    def kill_all(self):
+        with self.lock:
+            for process in self.running.values():
+                kill_group(process)
+
+    # --- bookkeeping -----------------------------------------------------------------------------
+
+    def maximum(self) -> float:
+        return maximum(self.points, self.suites(), self.settings.perf)
+
+    def suites(self) -> tuple[str, ...]:
+        return ("public", "hidden") if self.settings.suite == "all" else (self.settings.suite,)
+
+    def grade_key(self, staged) -> str:
+        """Same files, same suite and options, same grader and tests: same grade."""
+        text = f"{staged.content_hash}|{self.settings.suite}|perf={self.settings.perf}|{self.fingerprint}"
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def previous(self, student: str) -> dict | None:
+        path = self.settings.out / student / RESULT_FILE
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def context(self, student: str, staged) -> dict:
+        meta = self.metadata.get(student, {})
+        return {
+            "grader_version": grader.__version__, "grader_fingerprint": self.fingerprint,
+            "suite": self.settings.suite, "perf_checks": self.settings.perf,
+            "sandbox": "bubblewrap" if (self.settings.sandbox and self.bwrap) else "none",
+            "timeout_s": self.settings.timeout,
+            "files": dict(staged.files) if staged else {}, "ignored": list(staged.ignored) if staged else [],
+            "missing": list(staged.missing) if staged else [],
+            "late": meta.get("late"), "submitted_at": meta.get("submitted_at", ""),
+        }
+
+    def progress(self, done, total, student, word, started):
+        elapsed = time.perf_counter() - started
+        eta = elapsed / done * (total - done) if done else 0.0
+        with self.lock:
+            running = ", ".join(sorted(self.running)) or "-"
+        self.say(f"[{done}/{total}] {student}: {word} | running: {running} | ETA {_clock(eta)}")
+
+    def write_class_files(self):
+        results = load_results(self.settings.out)
+        gradebook.write_grades_csv(self.settings.out / "grades.csv", results, self.points)
+        html.write_index(self.settings.out / "index.html", results, self.points)
+        self.say(f"wrote {self.settings.out / 'grades.csv'} and {self.settings.out / 'index.html'} "
+                 f"({len(results)} submissions)")
+
+    def say(self, line: str):
+        if not self.settings.quiet:
+            click.echo(line, err=True)
+
+
+# --- helpers (module level, each testable alone) -----------------------------------------------------
+
+
+def build_checker_tree(settings: Settings, root: Path) -> str:
+    """A pristine copy of what the checking run needs (grader package, points, suites, pytest config);
+    returns a fingerprint of its content, part of every grade's resume key."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "calibration.json.tmp")
+    shutil.copytree(REPO_ROOT / "grader", root / "grader", ignore=ignore)
+    if settings.points_dir.resolve() != POINTS_DIR.resolve():
+        shutil.rmtree(root / "grader" / "points")
+        shutil.copytree(settings.points_dir, root / "grader" / "points", ignore=ignore)
+    for name in SUITE_DIRS[settings.suite]:
+        source = settings.tests_root / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=ignore)
+        else:
+            (root / name).mkdir(parents=True)
+    if (REPO_ROOT / "pyproject.toml").exists():
+        shutil.copy(REPO_ROOT / "pyproject.toml", root / "pyproject.toml")
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def classify_exit(code: int | None, timed_out: bool, timeout: float, stream: str) -> tuple[str, str]:
+    """The run's status from how it ended; only a run that wrote its end line counts as graded."""
+    finished = any(line.strip() == results.END_LINE for line in stream.splitlines()[-3:])
+    if timed_out:
+        return "timeout", f"stopped after the {timeout:g} s wall-clock budget; checks that had not " \
+                          "reported score zero"
+    if code in (0, 1) and finished:
+        return "graded", ""
+    if code is not None and code < 0:
+        return "crashed", f"the checking run was killed by signal {signal.Signals(-code).name}"
+    meaning = {2: "interrupted", 3: "pytest internal error", 4: "pytest usage error (harness problem)",
+               5: "no tests were collected"}.get(code, "ended early")
+    return "crashed", f"the checking run exited with code {code} ({meaning}) before finishing"
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the child's whole process group (it was started in its own session)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+class BoundedLog:
+    """Keeps the first LOG_HEAD and last LOG_TAIL bytes of a stream; says how much it dropped."""
+
+    def __init__(self, head: int = LOG_HEAD, tail: int = LOG_TAIL):
+        self.head_limit, self.tail_limit = head, tail
+        self.head, self.tail, self.dropped = bytearray(), bytearray(), 0
+        self.lock = threading.Lock()
+
+    def add(self, chunk: bytes):
+        with self.lock:
+            room = self.head_limit - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            self.tail += chunk
+            excess = len(self.tail) - self.tail_limit
+            if excess > 0:
+                del self.tail[:excess]
+                self.dropped += excess
+
+    def text(self) -> str:
+        with self.lock:
+            middle = f"\n\n[... {self.dropped} bytes of output left out ...]\n\n".encode() if self.dropped else b""
+            return bytes(self.head + middle + self.tail).decode("utf-8", errors="replace")
+
+
+def write_submission_outputs(folder: Path, result: dict, log: str) -> None:
+    """result.json, Gradescope's results.json, report.html and log.txt, each written atomically."""
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_atomic(folder / "log.txt", log)
+    _write_atomic(folder / "results.json", json.dumps(gradebook.gradescope_results(result), indent=1))
+    _write_atomic(folder / "report.html", html.render_student(result))
+    _write_atomic(folder / RESULT_FILE, json.dumps(result, indent=1, sort_keys=True))   # last: marks done
+
+
+def load_results(out: Path) -> list[dict]:
+    results = []
+    for path in sorted(Path(out).glob(f"*/{RESULT_FILE}")):
+        try:
+            results.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return sorted(results, key=lambda r: r.get("id", ""))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def _drain(pipe, sink):
+    with pipe:
+        for chunk in iter(lambda: pipe.read1(65536), b""):
+            sink(chunk)
+
+
+def _drain_fd(fd, sink, limit: int = 32 << 20):
+    """Read the results pipe; stop keeping data past `limit` bytes (a flood is not a result)."""
+    kept = 0
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        for chunk in iter(lambda: pipe.read(65536), b""):
+            if kept < limit:
+                sink(chunk[: limit - kept])
+                kept += len(chunk)
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s"
