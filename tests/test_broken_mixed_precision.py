@@ -1,0 +1,76 @@
+"""The hidden mixed-precision suite catches two realistic bugs, each in a full copy of the module.
+
+- mp_bf16_master_weights: the step casts the model to bf16/fp16 ("just train in low precision"), so the
+  optimizer updates low-precision weights: tiny updates round away and training drifts from fp32.
+- mp_no_inf_check: unscale_ never reports inf/NaN, so an overflowing step is taken and the scale
+  never backs off.
+Each must fail the tests that guard its bug and pass the tests of what it gets right.
+"""
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+HIDDEN_SUITE = "tests_hidden/test_mixed_precision_hidden.py"
+
+EXPECTED = {
+    "tests/fixtures/broken/mp_bf16_master_weights": {
+        "failed": [
+            "test_tiny_updates_accumulate_in_master_weights[sgd-200x5e-4]",
+            "test_tiny_updates_accumulate_in_master_weights[adam-40x2e-3]",
+            "test_bf16_layernorm_mlp_eight_sgd_steps_track_fp32",
+            "test_fp16_with_scaler_and_adamw_tracks_fp32",
+        ],
+        "passed": [
+            "test_gradients_are_zeroed_between_steps",
+            "test_scale_of_one_loses_the_tiny_fp16_gradient",
+            "test_small_addends_after_a_large_one_are_lost[bf16]",
+        ],
+    },
+    "tests/fixtures/broken/mp_no_inf_check": {
+        "failed": [
+            "test_nan_batch_skips_step_in_bf16_then_scale_grows",
+            "test_too_large_initial_scale_backs_off_until_steps_go_through",
+        ],
+        "passed": [
+            "test_fp16_with_scaler_and_adamw_tracks_fp32",
+            "test_tiny_fp16_gradient_survives_with_scaling",
+            "test_tiny_updates_accumulate_in_master_weights[sgd-200x5e-4]",
+        ],
+    },
+}
+
+
+def hidden_outcomes(tmp_path_factory, broken):
+    """{test name: "passed" | "failed" | "skipped"} from running the hidden suite against `broken`."""
+    report = tmp_path_factory.mktemp("broken") / "junit.xml"
+    command = [sys.executable, "-m", "pytest", HIDDEN_SUITE, "--impl", broken, "-q", "-p", "no:cacheprovider",
+               f"--junitxml={report}"]
+    run = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert report.exists(), f"the hidden suite did not run:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    results = {}
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        failed = case.find("failure") is not None or case.find("error") is not None
+        skipped = case.find("skipped") is not None
+        results[case.get("name")] = "failed" if failed else "skipped" if skipped else "passed"
+    assert run.returncode == 1, f"expected some hidden tests to fail (exit 1), got {run.returncode}"
+    return results
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    return {broken: hidden_outcomes(tmp_path_factory, broken) for broken in EXPECTED}
+
+
+CASES = [(broken, want, name) for broken, wants in EXPECTED.items() for want, names in wants.items()
+         for name in names]
+
+
+@pytest.mark.parametrize("broken,want,name", CASES, ids=[f"{b.split('/')[-1]}-{w}-{n}" for b, w, n in CASES])
+def test_hidden_suite_verdict_on_broken_module(outcomes, broken, want, name):
+    got = outcomes[broken].get(name, "not collected")
+    assert got == want, f"{broken}: {name} {got}, expected {want}"
