@@ -9,85 +9,16 @@ from __future__ import annotations
 import types
 
 import pytest
+from perf_fakes import FakeImpl, baseline, clock_bench, counter_inputs, exact_check, kernel_module
 
 from grader import environment, timing
 
 
-class FakeClock:
-    def __init__(self):
-        self.now_s = 0.0
-
-    def __call__(self) -> float:
-        return self.now_s
-
-    def advance(self, ms: float) -> None:
-        self.now_s += ms / 1e3
-
-
-def clock_bench(clock):
-    """A do_bench stand-in: run fn once and report how far the fake clock moved."""
-
-    def bench(fn, warmup_ms=0, rep_ms=0):
-        start = clock()
-        fn()
-        return (clock() - start) * 1e3
-
-    return bench
-
-
-class FakeImpl:
-    """impl.run(fn, *args) -> fn(modules, *args), with `overhead_ms` of transport per call."""
-
-    def __init__(self, modules, clock, overhead_ms=0.0):
-        self.modules, self.clock, self.overhead_ms = modules, clock, overhead_ms
-
-    def run(self, fn, *args):
-        self.clock.advance(self.overhead_ms)
-        return fn(self.modules, *args)
-
-
-def kernel_module(clock, ms, events=None, output=lambda x: x + 1):
-    def add_one(x):
-        if events is not None:
-            events.append(("submission", x))
-        clock.advance(ms)
-        return output(x)
-
-    return types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
-
-
-def baseline(clock, ms, events=None, name="baseline"):
-    def factory(x):
-        def run():
-            if events is not None:
-                events.append((name, x))
-            clock.advance(ms)
-            return x + 1
-        return run
-
-    return factory
-
-
-def exact_check(output, inputs):
-    assert output == inputs[0] + 1, f"wrong output {output} for input {inputs[0]}"
-
-
-def counter_inputs():
-    state = {"n": 0}
-
-    def make():
-        state["n"] += 1
-        return (state["n"],)
-
-    return make
-
-
 @pytest.fixture
 def clock(monkeypatch):
-    clock = FakeClock()
-    monkeypatch.setattr(timing, "bench_median", clock_bench(clock))   # the worker's do_bench
-    monkeypatch.setattr(timing, "synchronize", lambda: None)
-    return clock
+    from perf_fakes import fake_clock
+
+    return fake_clock(monkeypatch)
 
 
 def measure(clock, modules, baselines, **options):

@@ -1,0 +1,227 @@
+"""grader bench / calibrate on CPU: the GPU refusal, benchmark accounting, statuses, ladders, calibration file."""
+
+from __future__ import annotations
+
+import json
+import types
+
+import pytest
+from click.testing import CliRunner
+from perf_fakes import FakeImpl, baseline, clock_bench, exact_check, fake_clock, kernel_module
+
+from grader import bench
+from grader.benchmarks import KERNELS, Benchmark, benchmarks
+from grader.cli import main
+from grader.errors import GraderError
+from grader.points import load_points
+from grader.timing import PerfResult
+
+torch = pytest.importorskip("torch")
+needs_cpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without a GPU")
+
+
+@needs_cpu
+@pytest.mark.parametrize("command", ["bench", "calibrate"])
+def test_without_a_gpu_the_commands_say_so_and_fail(command):
+    result = CliRunner().invoke(main, [command])
+    assert result.exit_code == 2
+    assert "needs a CUDA GPU" in result.output
+
+
+# --- benchmark descriptions -------------------------------------------------------------------------------
+
+
+def cases(kernel):
+    return benchmarks([kernel])
+
+
+def test_every_kernel_has_benchmarks_with_a_graded_baseline():
+    for kernel in KERNELS:
+        assert cases(kernel), kernel
+        for case in cases(kernel):
+            assert case.baselines and case.flops > 0 and case.bytes_moved > 0, case.case
+
+
+def test_unknown_kernel_is_a_clear_error():
+    with pytest.raises(GraderError, match="unknown kernel"):
+        benchmarks(["convolution"])
+
+
+def test_matmul_covers_the_brief_shapes_in_both_dtypes():
+    names = [case.case for case in cases("matmul")]
+    for size in (2048, 4096, 8192, 1792, 1793):
+        for dtype in ("bf16", "fp16"):
+            assert f"{dtype} {size}x{size}x{size}" in names
+    assert any("LLM" in name for name in names)
+
+
+def test_square_matmul_intensity_is_n_over_3_in_bf16():
+    case = next(c for c in cases("matmul") if c.case == "bf16 8192x8192x8192")
+    assert case.flops == 2 * 8192 ** 3
+    assert case.intensity == pytest.approx(8192 / 3)
+    assert case.check is not None
+
+
+def test_small_matmuls_are_shown_but_not_graded():
+    assert all(c.check is None for c in cases("matmul") if "2048x" in c.case or "1793" in c.case)
+
+
+def test_softmax_is_memory_bound_and_graded_against_copy():
+    for case in cases("softmax"):
+        assert next(iter(case.baselines)) == "D2D copy"
+        assert case.unit == "GB/s"
+        assert case.intensity < 2            # two orders of magnitude left of any GPU's ridge
+        assert case.bytes_moved >= 2 * 256e6  # 256 MB in, 256 MB out: beyond L2
+
+
+def test_attention_flops_follow_the_papers_convention():
+    by_name = {case.case: case for case in cases("flash_attention")}
+    fwd = by_name["fwd bf16 B4 H16 N4096 d128 non-causal"]
+    assert fwd.flops == 4 * 4 * 16 * 4096 ** 2 * 128
+    assert by_name["fwd bf16 B4 H16 N4096 d128 causal"].flops == fwd.flops / 2
+    assert by_name["bwd bf16 B4 H16 N4096 d128 non-causal"].flops == 2.5 * fwd.flops
+    assert fwd.intensity == pytest.approx(4096 / 2)      # N/2 per head
+
+
+def test_attention_is_graded_against_cudnn_and_also_shows_flash():
+    for case in cases("flash_attention"):
+        assert list(case.baselines) == ["SDPA cuDNN", "SDPA flash"]
+
+
+def test_training_counts_six_flops_per_parameter_per_token():
+    from grader.benchmarks import training
+
+    (case,) = cases("training")
+    assert case.flops == 6 * training.PARAMS * training.TOKENS
+
+
+# --- statuses: a missing or failing kernel is a row, never a crash -------------------------------------------
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    monkeypatch.setattr(bench, "DEVICE", "cpu")
+    return fake_clock(monkeypatch)
+
+
+def fake_case(check_output=exact_check, target="demo.add_one", check="demo.perf.speed"):
+    return Benchmark(kernel="demo", case="one int", target=target,
+                     make_inputs=lambda gen: (int(torch.randint(0, 100, (1,), generator=gen)),),
+                     baselines={"base": None}, flops=4e9, bytes_moved=1e6, check_output=check_output,
+                     check=check)
+
+
+def run_case(clock, modules, case=None, baseline_ms=1.0):
+    case = case or fake_case()
+    case = Benchmark(**{**case.__dict__, "baselines": {"base": baseline(clock, baseline_ms)}})
+    impl = FakeImpl(modules, clock)
+    return bench._measure_one(impl, case, seed=0, environment=lambda: [], bench=clock_bench(clock),
+                              clock=clock, sync=lambda: None)
+
+
+def test_a_working_kernel_is_measured(clock):
+    result = run_case(clock, kernel_module(clock, 2.0))
+    assert result.ok and result.perf.ratio == pytest.approx(0.5)
+
+
+def test_a_stub_is_listed_as_not_implemented(clock):
+    def stub(x):
+        raise NotImplementedError("add_one: not implemented yet")
+
+    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=stub))
+    result = run_case(clock, modules)
+    assert result.status == "not implemented"
+
+
+def test_a_missing_function_is_listed_as_not_implemented(clock):
+    result = run_case(clock, types.SimpleNamespace(demo=types.SimpleNamespace()))
+    assert result.status == "not implemented"
+
+
+def test_a_wrong_kernel_is_listed_as_wrong_output(clock):
+    result = run_case(clock, kernel_module(clock, 2.0, output=lambda x: x))
+    assert result.status == "wrong output" and "wrong output" in result.message
+
+
+def test_a_crashing_kernel_is_listed_as_an_error(clock):
+    def crash(x):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    result = run_case(clock, types.SimpleNamespace(demo=types.SimpleNamespace(add_one=crash)))
+    assert result.status == "error" and "illegal memory access" in result.message
+
+
+# --- table, ladders and calibration --------------------------------------------------------------------------
+
+
+POINTS_TOML = """
+[problem]
+id = "demo"
+title = "Demo"
+
+[perf."demo.perf.speed"]
+points = 4
+description = "speed"
+baseline = "base"
+ladder = { pass = 0.5, good = 0.7, excellent = 0.85 }
+"""
+
+
+@pytest.fixture
+def points_dir(tmp_path):
+    folder = tmp_path / "points"
+    folder.mkdir()
+    (folder / "demo.toml").write_text(POINTS_TOML)
+    return folder
+
+
+def ok_result(ratio, check="demo.perf.speed"):
+    perf = PerfResult(baseline_name="base", claimed_ms=1.0 / ratio, submission_ms=1.0 / ratio,
+                      baselines_ms={"base": 1.0}, ratios={"base": ratio}, rounds=[])
+    return bench.CaseResult(fake_case(check=check), "ok", perf=perf)
+
+
+def test_ladder_is_point_7_85_95_of_the_reference_ratio():
+    assert bench.ladder_for(0.9) == {"pass": 0.63, "good": 0.765, "excellent": 0.855, "reference_ratio": 0.9}
+
+
+def test_reference_ratio_is_the_lowest_case_of_a_check():
+    results = [ok_result(0.92), ok_result(0.86), ok_result(0.5, check=None),
+               bench.CaseResult(fake_case(), "error", "boom")]
+    assert bench.reference_ratios(results) == {"demo.perf.speed": 0.86}
+
+
+def test_calibration_writes_only_declared_checks_and_keeps_other_models(tmp_path, points_dir):
+    calibration = tmp_path / "calibration.json"
+    calibration.write_text(json.dumps({"NVIDIA H100 80GB HBM3": {"demo.perf.speed": bench.ladder_for(0.8)}}))
+    points = load_points(points_dir, calibration, gpu_name="NVIDIA H200")
+    ladders = bench.ladders_from([ok_result(0.9), ok_result(0.9, check="other.perf.x")], points)
+    assert list(ladders) == ["demo.perf.speed"]
+    bench.write_calibration(calibration, "NVIDIA H200", ladders)
+    data = json.loads(calibration.read_text())
+    assert set(data) == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}
+    ladder = load_points(points_dir, calibration, gpu_name="NVIDIA H200").checks["demo.perf.speed"].ladder
+    assert (ladder.passing, ladder.good, ladder.excellent, ladder.source) == (0.63, 0.765, 0.855, "NVIDIA H200")
+
+
+def test_ladder_display_shows_old_and_new(points_dir, tmp_path):
+    points = load_points(points_dir, tmp_path / "none.json", gpu_name="NVIDIA H200")
+    text = bench.format_ladders("NVIDIA H200", points, {"demo.perf.speed": bench.ladder_for(0.9)})
+    assert "0.500 / 0.700 / 0.850 (default) -> 0.630 / 0.765 / 0.855" in text
+
+
+def test_table_lists_ratio_level_and_missing_kernels(points_dir, tmp_path):
+    points = load_points(points_dir, tmp_path / "none.json")
+    results = [ok_result(0.75), bench.CaseResult(fake_case(), "not implemented", "stub")]
+    table = bench.format_table(results, points)
+    assert "0.750" in table and "good" in table
+    assert "not implemented" in table
+    assert "3.0 TFLOP/s" in table      # the kernel: 4e9 FLOP in 1/0.75 ms
+    assert "4.0 TFLOP/s" in table      # the baseline: 4e9 FLOP in 1 ms
+
+
+def test_bench_json_carries_the_perf_record(points_dir, tmp_path):
+    points = load_points(points_dir, tmp_path / "none.json")
+    data = bench.bench_json("solutions", {"gpu_name": "X"}, [ok_result(0.9)], points)
+    (entry,) = data["cases"]
+    assert entry["ratio"] == pytest.approx(0.9) and entry["level"] == "excellent" and entry["status"] == "ok"
