@@ -29,9 +29,9 @@ def attainable_tflops(intensity: float, peak_tflops: float, bandwidth_gbs: float
 def caption(gpu: str, peak_tflops: float, bandwidth_gbs: float) -> str:
     ridge = ridge_point(peak_tflops, bandwidth_gbs)
     return (
-        f"Roofline of {gpu}: compute roof pi = {peak_tflops:,.0f} TFLOP/s (measured cuBLAS bf16 8192^3), "
-        f"bandwidth roof beta = {bandwidth_gbs:,.0f} GB/s (measured device-to-device copy). "
-        f"Attainable = min(pi, beta x AI). Ridge point AI* = pi / beta = {ridge:,.0f} FLOP/byte: a kernel "
+        f"Roofline of {gpu}: compute roof π = {peak_tflops:,.0f} TFLOP/s (measured cuBLAS bf16 8192³), "
+        f"bandwidth roof β = {bandwidth_gbs:,.0f} GB/s (measured device-to-device copy). "
+        f"Attainable = min(π, β × AI). Ridge point AI* = π / β = {ridge:,.0f} FLOP/byte: a kernel "
         f"doing fewer FLOPs per byte it must move than this cannot be compute-bound however well it is "
         f"written, only bandwidth-bound. Softmax (about 1 FLOP/byte) lies two orders of magnitude left of "
         f"the ridge, so it is graded in GB/s against the copy; a square matmul (n/3 FLOP/byte in bf16) and "
@@ -124,9 +124,9 @@ def _roof(scale: _Scale, peak: float, bandwidth: float, ridge: float) -> list[st
         'stroke-dasharray="5,4"/>',
         f'<text x="{x_ridge + 4:.1f}" y="{TOP + 14}">ridge {ridge:,.0f} FLOP/B</text>',
         f'<text x="{scale.x(10.0 ** scale.x_high) - 4:.1f}" y="{scale.y(peak) - 6:.1f}" '
-        f'text-anchor="end">pi = {peak:,.0f} TFLOP/s</text>',
+        f'text-anchor="end">π = {peak:,.0f} TFLOP/s</text>',
         f'<text x="{scale.x(ridge / 30):.1f}" y="{scale.y(attainable_tflops(ridge / 30, peak, bandwidth)) - 8:.1f}" '
-        f'text-anchor="middle">beta = {bandwidth:,.0f} GB/s</text>',
+        f'text-anchor="middle">β = {bandwidth:,.0f} GB/s</text>',
     ]
 
 
