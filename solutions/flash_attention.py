@@ -210,19 +210,23 @@ class FlashAttentionPyTorch(torch.autograd.Function):
 # 2. Launch configurations
 # ---------------------------------------------------------------------------------------------
 
-def _fwd_config(head_dim):
+def _fwd_config(head_dim, dtype):
     """Tile sizes for the forward. BLOCK_M must be a multiple of BLOCK_N (causal tile split)."""
     if _interpreting():  # small tiles keep CPU runs fast; BLOCK_M > BLOCK_N exercises the diagonal split
         return dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)
+    if dtype == torch.float32:  # 4-byte tiles: half the tile area fits the same shared memory
+        return dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2)
     if head_dim <= 64:
         return dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=3)
     return dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)
 
 
-def _bwd_config(head_dim):
+def _bwd_config(head_dim, dtype):
     """Tile sizes for the backward: (M1, N1) for dK/dV, (M2, N2) for dQ; N1 % M1 == M2 % N2 == 0."""
     if _interpreting():
         return dict(BLOCK_M1=16, BLOCK_N1=32, BLOCK_M2=32, BLOCK_N2=16, num_warps=4, num_stages=1)
+    if dtype == torch.float32:
+        return dict(BLOCK_M1=32, BLOCK_N1=64, BLOCK_M2=64, BLOCK_N2=32, num_warps=4, num_stages=2)
     if head_dim <= 64:
         return dict(BLOCK_M1=64, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=64, num_warps=8, num_stages=3)
     return dict(BLOCK_M1=64, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=64, num_warps=8, num_stages=2)
@@ -355,7 +359,9 @@ def _launch_fwd(q, k, v, is_causal, config=None):
     """Run `_attn_fwd` on 4-D tensors; returns (o, lse) with lse fp32 [batch, heads, n_q]."""
     batch, heads, n_q, d = q.shape
     n_k = k.shape[2]
-    cfg = dict(config or _fwd_config(d))
+    cfg = dict(config or _fwd_config(d, q.dtype))
+    if cfg["BLOCK_M"] % cfg["BLOCK_N"]:
+        raise ValueError(f"BLOCK_M={cfg['BLOCK_M']} must be a multiple of BLOCK_N={cfg['BLOCK_N']}")
     o = torch.empty_like(q)
     lse = torch.empty((batch, heads, n_q), dtype=torch.float32, device=q.device)
     qk_scale = LOG2E / math.sqrt(d)  # softmax scale x log2(e): the kernel uses exp2
@@ -635,7 +641,9 @@ def _launch_bwd(q, k, v, o, lse, grad_o, is_causal, config=None):
     """Run the three backward kernels on 4-D tensors; returns (dq, dk, dv)."""
     batch, heads, n_q, d = q.shape
     n_k = k.shape[2]
-    cfg = dict(config or _bwd_config(d))
+    cfg = dict(config or _bwd_config(d, q.dtype))
+    if cfg["BLOCK_N1"] % cfg["BLOCK_M1"] or cfg["BLOCK_M2"] % cfg["BLOCK_N2"]:
+        raise ValueError(f"backward tiles need BLOCK_N1 % BLOCK_M1 == BLOCK_M2 % BLOCK_N2 == 0; got {cfg}")
     sm_scale = 1.0 / math.sqrt(d)
     qk_scale = sm_scale * LOG2E  # softmax scale x log2(e): the kernels use exp2
     precision = _dot_precision(q.dtype)

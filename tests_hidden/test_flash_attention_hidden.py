@@ -1,5 +1,6 @@
 """Hidden tests for the `flash_attention` problem: more shapes and dtypes, stability, the rules
-(no PyTorch attention inside the Triton path, nothing n x n saved, memory linear in n), and input errors.
+(no PyTorch attention inside the Triton path, nothing n x n saved, memory linear in n), input errors,
+and (GPU only) forward and backward time against PyTorch's SDPA (grader.benchmarks.flash_attention).
 
 The helpers repeat the public suite's on purpose: this file is graded on its own, and the worker must
 be able to import every scenario function from this module alone.
@@ -10,8 +11,10 @@ import math
 import pytest
 import torch
 
+from grader.benchmarks import flash_attention as attention_benchmarks
 from grader.testing import (ATTENTION_OPS, GRADIENT_FACTOR, OUTPUT_FACTOR, assert_close, assert_close_lowp,
                             randn, raises_from_student)
+from grader.timing import measure_ratio
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 SEEDS = [0, 1]  # each id also gets its own generator seed; two draws per case
@@ -318,3 +321,36 @@ def test_triton_rejects_unsupported_head_dim(impl, device, d):
     q = torch.zeros(1, 1, 16, d, device=device)
     with raises_from_student(ValueError, match=str(d)):
         impl.flash_attention.flash_attention_forward(q, q, q, False)
+
+
+# ------------------------------------------------------------------ performance (GPU only)
+
+PERF_BENCHMARKS = [case for case in attention_benchmarks.benchmarks()
+                   if case.check in (attention_benchmarks.CHECK_FORWARD, attention_benchmarks.CHECK_BACKWARD)]
+
+
+def _perf_case(check_id):
+    cases = [case for case in PERF_BENCHMARKS if case.check == check_id]
+    return pytest.mark.parametrize("case", cases, ids=[case.case.replace(" ", "_") for case in cases])
+
+
+def _time_against_sdpa(impl, record_perf, case):
+    gen = torch.Generator(device="cuda").manual_seed(4321 + len(case.case))
+    with impl.guards(forbid=ATTENTION_OPS, require_triton=True):
+        result = measure_ratio(impl, case.target, lambda: case.make_inputs(gen), case.baselines,
+                               check=case.check_output, flops=case.flops, bytes_moved=case.bytes_moved)
+    record_perf(**result.as_record())
+
+
+@pytest.mark.perf(attention_benchmarks.CHECK_FORWARD)
+@pytest.mark.triton
+@_perf_case(attention_benchmarks.CHECK_FORWARD)
+def test_forward_throughput_against_sdpa(impl, record_perf, case):
+    _time_against_sdpa(impl, record_perf, case)
+
+
+@pytest.mark.perf(attention_benchmarks.CHECK_BACKWARD)
+@pytest.mark.triton
+@_perf_case(attention_benchmarks.CHECK_BACKWARD)
+def test_backward_throughput_against_sdpa(impl, record_perf, case):
+    _time_against_sdpa(impl, record_perf, case)
