@@ -43,6 +43,8 @@ NEG_INF = float("-inf")
 ONE_PASS_MAX_COLS = 16384
 # The one-pass kernel packs several short rows into one program until its tile holds this many elements.
 ONE_PASS_TILE_ELEMS = 8192
+# Threads per program follow the tile: about this many elements per thread (num_warps from 1 to 16).
+ONE_PASS_ELEMS_PER_THREAD = 16
 # Column block of the online kernel: how much of a long row one loop iteration reads.
 ONLINE_BLOCK_COLS = 4096
 ONLINE_NUM_WARPS = 8
@@ -239,7 +241,7 @@ def _one_pass_launch(n_rows, n_cols):
     block_cols = _next_power_of_2(n_cols)
     block_rows = max(1, min(32, ONE_PASS_TILE_ELEMS // block_cols))
     tile = block_rows * block_cols
-    num_warps = max(1, min(16, tile // 512))  # ~16 elements per thread
+    num_warps = max(1, min(16, tile // (32 * ONE_PASS_ELEMS_PER_THREAD)))
     grid = (triton.cdiv(n_rows, block_rows),)
     return grid, block_rows, block_cols, num_warps
 

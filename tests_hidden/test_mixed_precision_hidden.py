@@ -9,7 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from grader.benchmarks import training as training_benchmarks
 from grader.testing import assert_close, assert_close_lowp, randn
+from grader.timing import measure_ratio
 
 TINY = 1e-4   # input and upstream gradient: their product 1e-8 is below fp16's smallest subnormal (6e-8)
 
@@ -293,3 +295,17 @@ def test_bf16_hundredths_stall_where_rounding_stalls(impl):
     total = impl.mixed_precision.accumulate(values, torch.bfloat16)
     expected = sequential_sum(values, torch.bfloat16)
     assert float(total) == float(expected), f"sequential bf16 sum gives {float(expected)}, got {float(total)}"
+
+
+# ------------------------------------------------------------------ performance (GPU only)
+
+STEP_BENCHMARKS = [case for case in training_benchmarks.benchmarks() if case.check == training_benchmarks.CHECK]
+
+
+@pytest.mark.perf("mixed_precision.perf.step")
+@pytest.mark.parametrize("case", STEP_BENCHMARKS, ids=["mlp_adamw_bf16"])
+def test_step_time_against_plain_autocast(impl, record_perf, case):
+    gen = torch.Generator(device="cuda").manual_seed(2468)
+    result = measure_ratio(impl, case.target, lambda: case.make_inputs(gen), case.baselines,
+                           check=case.check_output, flops=case.flops, bytes_moved=case.bytes_moved)
+    record_perf(**result.as_record())

@@ -9,7 +9,9 @@ import math
 import pytest
 import torch
 
+from grader.benchmarks import softmax as softmax_benchmarks
 from grader.testing import SOFTMAX_OPS, assert_close, assert_close_lowp, randn
+from grader.timing import measure_ratio
 
 LN2, LN3, LN6 = math.log(2.0), math.log(3.0), math.log(6.0)
 NEG_INF = float("-inf")
@@ -215,3 +217,33 @@ def test_triton_huge_scores_and_masked_prefix(impl, gen, on_gpu, device, cols):
     out = run_triton(impl, x)
     assert not torch.isnan(out).any(), "NaN in softmax_triton output (huge, masked-prefix or all -inf row)"
     assert_softmax_close(out, x, on_gpu=on_gpu, interpreted_kernel=True, context=f"3x{cols} huge/masked rows")
+
+
+# ------------------------------------------------------------------ performance (GPU only)
+
+ALL_BENCHMARKS = softmax_benchmarks.benchmarks()
+ONE_PASS_BENCHMARKS = [case for case in ALL_BENCHMARKS if case.check == softmax_benchmarks.CHECK]
+ONLINE_BENCHMARKS = [case for case in ALL_BENCHMARKS if case.check is None and "online" in case.case]
+
+
+def timed_against_copy(impl, record_perf, case):
+    gen = torch.Generator(device="cuda").manual_seed(4321 + len(case.case))
+    with impl.guards(forbid=SOFTMAX_OPS, require_triton=True):
+        result = measure_ratio(impl, case.target, lambda: case.make_inputs(gen), case.baselines,
+                               check=case.check_output, flops=case.flops, bytes_moved=case.bytes_moved)
+    record_perf(**result.as_record())
+
+
+@pytest.mark.perf("softmax.perf.bandwidth")
+@pytest.mark.triton
+@pytest.mark.parametrize("case", ONE_PASS_BENCHMARKS, ids=[case.case.replace(" ", "_") for case in ONE_PASS_BENCHMARKS])
+def test_rows_that_fit_on_chip_run_near_copy_bandwidth(impl, record_perf, case):
+    timed_against_copy(impl, record_perf, case)
+
+
+@pytest.mark.perf("softmax.perf.online")
+@pytest.mark.triton
+@pytest.mark.parametrize("case", ONLINE_BENCHMARKS, ids=[case.case.replace(" ", "_") for case in ONLINE_BENCHMARKS])
+def test_long_rows_online_path_bandwidth(impl, record_perf, case):
+    # two reads of x and one write, scored on the compulsory read + write: 2/3 of copy unless x stays in L2
+    timed_against_copy(impl, record_perf, case)
