@@ -41,6 +41,13 @@ SUITE_DIRS = {"public": ("tests_public",), "hidden": ("tests_hidden",), "all": (
 DEFAULT_TIMEOUT = 1800.0          # seconds per submission (the full GPU suite takes a few minutes)
 LOG_HEAD = LOG_TAIL = 100_000     # bytes of the child's output kept: head and tail, 200 KB in all
 RESULT_FILE = "result.json"
+# The checking process makes itself non-dumpable before pytest starts: its /proc entries (the results
+# pipe under /proc/<pid>/fd, its memory) then need CAP_SYS_PTRACE, which the sandbox drops, so the
+# worker running student code cannot write into the results pipe. Exec resets this for the worker.
+CHECKER_LAUNCHER = ("import ctypes, sys\n"
+                    "try:\n    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0\n"
+                    "except (OSError, AttributeError):\n    pass\n"
+                    "import pytest\nsys.exit(pytest.main(sys.argv[1:]))\n")
 
 
 @dataclass
@@ -170,6 +177,7 @@ class Batch:
         self.running: dict[str, subprocess.Popen] = {}
         self.lock = threading.Lock()
         self.bwrap = sandbox.find_bwrap() if settings.sandbox else None
+        self.stopping = threading.Event()        # set on Ctrl-C: runs killed now are not graded
 
     def run(self) -> int:
         settings = self.settings
@@ -213,6 +221,7 @@ class Batch:
                         done += 1
                         self.progress(done, total, source.id, future.result(), started)
             except KeyboardInterrupt:
+                self.stopping.set()
                 for future in pending:
                     future.cancel()
                 self.kill_all()
@@ -240,10 +249,16 @@ class Batch:
                                          self.maximum())
             return self.finish(source, result, scratch, begin, log="")
         slot = slots.get()
+        if self.stopping.is_set():
+            slots.put(slot)
+            return "interrupted"
         try:
             outcome = self.execute(source.id, scratch, slot)
         finally:
             slots.put(slot)
+        if self.stopping.is_set():           # killed by Ctrl-C, not by its own doing: no grade
+            shutil.rmtree(scratch, ignore_errors=True)
+            return "interrupted"
         context |= {"gpu": slot, "exit_code": outcome.exit_code}
         result = build_result(source.id, self.points, outcome.stream, outcome.status, outcome.reason,
                               outcome.log, context, suites=self.suites(), perf=self.settings.perf)
@@ -304,7 +319,7 @@ class Batch:
         return Outcome(status, reason, process.returncode, duration, text, log.text())
 
     def checker_command(self, impl_dir: Path, results_fd: int) -> list[str]:
-        command = [sys.executable, "-m", "pytest", "-p", "grader.plugin"]
+        command = [sys.executable, "-c", CHECKER_LAUNCHER, "-p", "grader.plugin"]
         if _importable("pytest_timeout"):
             command += ["-p", "pytest_timeout"]
         command += [*SUITE_DIRS[self.settings.suite], "--impl", str(impl_dir), "--isolate",
@@ -321,6 +336,7 @@ class Batch:
         return [path.resolve() for path in candidates if path.exists()]
 
     def kill_all(self):
+        self.stopping.set()
         with self.lock:
             for process in self.running.values():
                 kill_group(process)

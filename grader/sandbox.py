@@ -4,7 +4,7 @@ Pure: nothing here starts a process, so every combination (bubblewrap or not, GP
 test. The runner owns the process itself (process group, wall-clock kill, reading results).
 
 With bubblewrap (`bwrap`, from the OS packages) the child sees the system read-only, no network, its
-own pid/ipc namespaces, a minimal /dev plus the NVIDIA device nodes, empty folders over the staff paths
+own pid/ipc namespaces, no capabilities (even when the grader runs as root), a minimal /dev plus the NVIDIA device nodes, empty folders over the staff paths
 it must not read (solutions, hidden tests in the repo, other students, .git), and exactly one writable
 folder: its own scratch. Without it, the child still gets a scrubbed environment and its own scratch.
 """
@@ -82,7 +82,7 @@ def bwrap_argv(command: list[str], *, bwrap: str, scratch: Path, cwd: Path, read
     """bubblewrap around `command`. Mount order matters: later mounts cover earlier ones, so the
     masks come after the read-only root and the checker tree and scratch come after the masks.
     A mask that would hide something in `keep_visible` (the Python install) is dropped."""
-    argv = [bwrap, "--die-with-parent", "--new-session", *NAMESPACES,
+    argv = [bwrap, "--die-with-parent", "--new-session", *NAMESPACES, "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev"]
     for node in device_nodes:
         argv += ["--dev-bind", node, node]

@@ -29,7 +29,7 @@ LOG_TAIL_CHARS = 4000
 
 def parse_stream(text: str, points: PointsTable) -> tuple[dict | None, list[TestRecord], list[str]]:
     """(header, records, notes) from a results stream; nothing malformed is ever scored."""
-    header, records, notes, seen = None, [], [], set()
+    header, records, notes, seen, doubled = None, [], [], set(), set()
     known = points.checks
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -52,12 +52,16 @@ def parse_stream(text: str, points: PointsTable) -> tuple[dict | None, list[Test
             elif record.check not in known:
                 notes.append(f"{record.nodeid}: unknown check {record.check!r}; ignored")
             elif record.nodeid in seen:
-                notes.append(f"{record.nodeid}: reported twice; the first report counts")
+                doubled.add(record.nodeid)
             else:
                 seen.add(record.nodeid)
                 records.append(record)
         elif kind == "end":
             break
+    for record in records:      # the checker reports a test once: twice means someone else wrote
+        if record.nodeid in doubled:
+            record.outcome, record.message = results_format.FAILED, "reported twice: results not trusted"
+            notes.append(f"{record.nodeid}: reported twice; scored as failed")
     return header, records, notes
 
 

@@ -1,0 +1,358 @@
+"""The batch runner, end to end on a tiny fake suite (two problems, five checks) through the real
+plugin: every status, kept points after a kill, a forged result that does not count, resume, --only,
+archives; plus GPU detection, exit classification and the torch-free import boundary."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from grader import runner
+from grader.runner import classify_exit, detect_gpus, grade_all, parse_gpus
+from grader.sandbox import find_bwrap
+
+REPO = Path(__file__).resolve().parent.parent
+BUDGET = 25.0      # seconds per submission in these tests: the hanging one uses all of it
+
+POINTS = {
+    "softmax": """
+        [problem]
+        id = "softmax"
+        title = "Fake softmax"
+        order = 1
+        [checks."softmax.double"]
+        points = 2
+        description = "double(x) is 2x"
+        [checks."softmax.triple"]
+        points = 1
+        description = "triple(x) is 3x"
+        [checks."softmax.hidden_double"]
+        points = 2
+        suite = "hidden"
+        description = "double(10) is 20"
+    """,
+    "matmul": """
+        [problem]
+        id = "matmul"
+        title = "Fake matmul"
+        order = 2
+        [checks."matmul.answer"]
+        points = 3
+        description = "answer() is 42"
+        [perf."matmul.perf.speed"]
+        points = 4
+        description = "fast"
+        baseline = "nothing"
+        ladder = { pass = 0.5, good = 0.7, excellent = 0.9 }
+    """,
+}
+
+PUBLIC = '''
+import pytest
+
+@pytest.mark.check("softmax.double")
+@pytest.mark.parametrize("x", [1, 2])
+def test_double_doubles(impl, x):
+    assert impl.softmax.double(x) == 2 * x
+
+@pytest.mark.check("softmax.triple")
+def test_triple_triples(impl):
+    assert impl.softmax.triple(3) == 9, "triple(3) should be 9"
+
+@pytest.mark.check("matmul.answer")
+def test_zz_matmul_answer_is_42(impl):
+    assert impl.matmul.answer() == 42
+'''
+
+HIDDEN = '''
+import pytest
+
+@pytest.mark.check("softmax.hidden_double")
+def test_hidden_double_of_ten(impl):
+    assert impl.softmax.double(10) == 20
+
+@pytest.mark.perf("matmul.perf.speed")
+def test_matmul_speed(impl, record_perf):
+    record_perf(ratio=1.0)
+'''
+
+GOOD_SOFTMAX = "def double(x):\n    return 2 * x\n\ndef triple(x):\n    return 3 * x\n"
+GOOD_MATMUL = "def answer():\n    return 42\n"
+# Tries to write a passing record straight into the checker's results pipe.
+FORGER = '''
+import json, os
+
+def _forge():
+    line = json.dumps({"type": "test", "nodeid": "tests_hidden/forged.py::test_forged",
+                       "check": "softmax.hidden_double", "outcome": "passed", "message": "",
+                       "duration": 0.0, "perf": None}) + "\\n"
+    parent = os.getppid()
+    for fd in os.listdir(f"/proc/{parent}/fd"):
+        try:
+            if os.readlink(f"/proc/{parent}/fd/{fd}").startswith("pipe:"):
+                with open(f"/proc/{parent}/fd/{fd}", "w") as pipe:
+                    pipe.write(line)
+        except OSError:
+            pass
+
+_forge()
+
+def double(x):
+    return 0
+
+def triple(x):
+    return 0
+'''
+
+
+def _write_suite(root: Path):
+    (root / "points").mkdir(parents=True)
+    for name, text in POINTS.items():
+        (root / "points" / f"{name}.toml").write_text(textwrap.dedent(text))
+    for folder, name, text in (("tests_public", "test_fake.py", PUBLIC),
+                               ("tests_hidden", "test_fake_hidden.py", HIDDEN)):
+        (root / folder).mkdir()
+        (root / folder / name).write_text(text)
+
+
+def _submission(root: Path, name: str, files: dict):
+    folder = root / name
+    folder.mkdir(parents=True)
+    for path, text in files.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_text(text)
+    return folder
+
+
+def _grade(suite_root, submissions, out, **options):
+    options = {"jobs": 2, "timeout": BUDGET, "tests_root": suite_root, "points_dir": suite_root / "points",
+               "gpus": "", "quiet": True, **options}
+    return grade_all(submissions, out=out, **options)
+
+
+def _result(out, student):
+    return json.loads((out / student / "result.json").read_text())
+
+
+def _check(result, check_id):
+    return next(c for p in result["problems"] for c in p["checks"] if c["id"] == check_id)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """One batch over every kind of submission (about BUDGET seconds: the hanging one)."""
+    root = tmp_path_factory.mktemp("batch")
+    _write_suite(root / "suite")
+    subs = root / "submissions"
+    _submission(subs, "good", {"softmax.py": GOOD_SOFTMAX, "assignment/matmul.py": GOOD_MATMUL})
+    _submission(subs, "partial", {"softmax.py": GOOD_SOFTMAX.replace("3 * x", "3 + x"),
+                                  "conftest.py": "import os\nos._exit(0)\n", "notes.txt": "hi"})
+    _submission(subs, "hang", {"softmax.py": GOOD_SOFTMAX, "matmul.py": "def answer():\n    while True:\n        pass\n"})
+    _submission(subs, "killer", {"softmax.py": GOOD_SOFTMAX,
+                                 "matmul.py": "import os, signal\n\ndef answer():\n    os.kill(os.getppid(), signal.SIGKILL)\n"})
+    _submission(subs, "forger", {"softmax.py": FORGER})
+    _submission(subs, "empty", {"README.md": "I did not finish"})
+    with zipfile.ZipFile(subs / "zipped.zip", "w") as archive:
+        archive.writestr("zipped/assignment/softmax.py", GOOD_SOFTMAX)
+    with zipfile.ZipFile(subs / "evil.zip", "w") as archive:
+        archive.writestr("../softmax.py", GOOD_SOFTMAX)
+    (subs / "metadata.csv").write_text("id,late\npartial,yes\ngood,no\n")
+    out = root / "out"
+    status = _grade(root / "suite", subs, out)
+    return {"root": root, "out": out, "status": status, "subs": subs}
+
+
+def test_batch_exits_zero_and_writes_every_output(graded):
+    out = graded["out"]
+    assert graded["status"] == 0
+    students = sorted(p.name for p in out.iterdir() if p.is_dir())
+    assert students == ["empty", "evil", "forger", "good", "hang", "killer", "partial", "zipped"]
+    for student in students:
+        for name in ("result.json", "results.json", "report.html", "log.txt"):
+            assert (out / student / name).is_file(), (student, name)
+    assert (out / "grades.csv").is_file() and (out / "index.html").is_file()
+
+
+def test_correct_submission_gets_every_point_that_ran_here(graded):
+    result = _result(graded["out"], "good")
+    assert result["status"] == "graded", result["reason"]
+    assert result["score"] == {"earned": 8.0, "possible": 8.0, "total": 12.0}
+    assert _check(result, "matmul.perf.speed")["not_run_here"] is True
+
+
+def test_wrong_function_loses_its_check_and_planted_conftest_has_no_effect(graded):
+    result = _result(graded["out"], "partial")
+    assert result["status"] == "graded"
+    assert _check(result, "softmax.double")["earned"] == 2
+    triple = _check(result, "softmax.triple")
+    assert triple["earned"] == 0 and "triple(3) should be 9" in triple["tests"][0]["message"]
+    assert _check(result, "matmul.answer")["tests"][0]["outcome"] == "not_implemented"
+    assert "conftest.py (not an assignment module file)" in result["ignored"]
+    assert result["late"] is True and _result(graded["out"], "good")["late"] is False
+
+
+def test_hanging_submission_times_out_and_keeps_points_reported_before(graded):
+    result = _result(graded["out"], "hang")
+    assert result["status"] == "timeout"
+    assert "wall-clock budget" in result["reason"]
+    assert _check(result, "softmax.double")["earned"] == 2
+    answer = _check(result, "matmul.answer")
+    assert answer["earned"] == 0 and answer["tests"][0]["outcome"] == "did_not_report"
+    assert _check(result, "softmax.hidden_double")["earned"] == 0
+
+
+def test_submission_that_kills_the_checker_is_crashed_and_keeps_earlier_points(graded):
+    result = _result(graded["out"], "killer")
+    assert result["status"] == "crashed", result["reason"]
+    assert _check(result, "softmax.triple")["earned"] == 1
+    assert _check(result, "matmul.answer")["earned"] == 0
+
+
+@pytest.mark.skipif(find_bwrap() is None, reason="bubblewrap not installed: the results pipe is only "
+                    "out of the worker's reach inside the sandbox (apt-get install -y bubblewrap)")
+def test_forged_record_written_by_student_code_does_not_count(graded):
+    result = _result(graded["out"], "forger")
+    hidden = _check(result, "softmax.hidden_double")
+    assert [t["nodeid"] for t in hidden["tests"]] == ["tests_hidden/test_fake_hidden.py::test_hidden_double_of_ten"]
+    assert hidden["earned"] == 0 and result["score"]["earned"] == 0
+
+
+def test_nothing_to_grade_and_unsafe_archive_are_not_gradable(graded):
+    empty, evil = _result(graded["out"], "empty"), _result(graded["out"], "evil")
+    assert empty["status"] == evil["status"] == "not_gradable"
+    assert "no assignment module files" in empty["reason"]
+    assert "path traversal" in evil["reason"]
+    assert empty["score"]["possible"] == 12.0
+
+
+def test_archive_with_wrapper_folder_is_graded(graded):
+    result = _result(graded["out"], "zipped")
+    assert result["status"] == "graded" and list(result["files"]) == ["softmax"]
+    assert _check(result, "softmax.double")["earned"] == 2
+
+
+def test_report_records_sandbox_and_log_is_bounded(graded):
+    result = _result(graded["out"], "good")
+    assert result["sandbox"] == ("bubblewrap" if find_bwrap() else "none")
+    assert (graded["out"] / "good" / "log.txt").stat().st_size <= runner.LOG_HEAD + runner.LOG_TAIL + 200
+
+
+def test_unchanged_submissions_are_kept_and_changed_or_only_ones_regraded(graded, tmp_path):
+    out = tmp_path / "out"
+    subs = tmp_path / "subs"
+    _submission(subs, "good", {"softmax.py": GOOD_SOFTMAX})
+    _submission(subs, "other", {"softmax.py": GOOD_SOFTMAX})
+    suite = graded["root"] / "suite"
+    assert _grade(suite, subs, out) == 0
+    stamps = {s: _result(out, s)["graded_at"] + str(os.stat(out / s / "result.json").st_mtime_ns)
+              for s in ("good", "other")}
+    assert _grade(suite, subs, out, suite="all") == 0
+    assert all(_result(out, s)["graded_at"] + str(os.stat(out / s / "result.json").st_mtime_ns) == stamps[s]
+               for s in stamps)
+    (subs / "other" / "notes.txt").write_text("an ignored file does not trigger a regrade")
+    (subs / "good" / "softmax.py").write_text(GOOD_SOFTMAX.replace("2 * x", "x + x"))
+    assert _grade(suite, subs, out, only=("other",)) == 0
+    assert os.stat(out / "other" / "result.json").st_mtime_ns != int(stamps["other"][-19:])
+    assert str(os.stat(out / "good" / "result.json").st_mtime_ns) == stamps["good"][-19:]
+    assert _grade(suite, subs, out) == 0                          # now the changed one
+    assert str(os.stat(out / "good" / "result.json").st_mtime_ns) != stamps["good"][-19:]
+    rows = (out / "grades.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in rows[1:]] == ["good", "other"]
+
+
+def test_public_suite_alone_scores_public_checks_only(graded, tmp_path):
+    subs = tmp_path / "subs"
+    _submission(subs, "good", {"softmax.py": GOOD_SOFTMAX, "matmul.py": GOOD_MATMUL})
+    assert _grade(graded["root"] / "suite", subs, tmp_path / "out", suite="public", no_perf=True) == 0
+    result = _result(tmp_path / "out", "good")
+    assert result["score"] == {"earned": 6.0, "possible": 6.0, "total": 6.0}
+    assert [c["id"] for p in result["problems"] for c in p["checks"]] == \
+        ["softmax.double", "softmax.triple", "matmul.answer"]
+
+
+# --- pure pieces -------------------------------------------------------------------------------------
+
+
+def test_gpus_come_from_cuda_visible_devices_before_nvidia_smi():
+    def no_call(*args, **kwargs):
+        raise AssertionError("nvidia-smi must not run when CUDA_VISIBLE_DEVICES is set")
+
+    assert detect_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}, run=no_call) == ["2", "3"]
+    assert detect_gpus({"CUDA_VISIBLE_DEVICES": ""}, run=no_call) == []
+    assert detect_gpus({"CUDA_VISIBLE_DEVICES": "-1"}, run=no_call) == []
+
+
+def test_gpus_are_counted_from_nvidia_smi_listing():
+    listing = "GPU 0: NVIDIA H200 (UUID: GPU-a)\nGPU 1: NVIDIA H200 (UUID: GPU-b)\n"
+
+    def fake_smi(argv, **kwargs):
+        assert argv == ["nvidia-smi", "-L"]
+        return subprocess.CompletedProcess(argv, 0, listing, "")
+
+    def missing_smi(argv, **kwargs):
+        raise FileNotFoundError("nvidia-smi")
+
+    assert detect_gpus({}, run=fake_smi) == ["0", "1"]
+    assert detect_gpus({}, run=missing_smi) == []
+
+
+def test_gpus_option_parses_lists_and_refuses_duplicates():
+    assert parse_gpus("0,1, 3") == ["0", "1", "3"]
+    assert parse_gpus("") == [] and parse_gpus("none") == []
+    with pytest.raises(Exception, match="listed twice"):
+        parse_gpus("0,0")
+
+
+def test_one_slot_per_gpu_and_cpu_child_sees_no_gpu(tmp_path, monkeypatch):
+    seen = {}
+
+    class FakeBatch:
+        def __init__(self, settings):
+            seen["settings"] = settings
+
+        def run(self):
+            return 0
+
+    monkeypatch.setattr(runner, "Batch", FakeBatch)
+    grade_all(tmp_path, gpus="0,1,2")
+    assert seen["settings"].slots == ["0", "1", "2"] and seen["settings"].gpu_mode
+    grade_all(tmp_path, gpus="", jobs=3)
+    assert seen["settings"].slots == [None, None, None] and not seen["settings"].gpu_mode
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
+    grade_all(tmp_path)
+    assert seen["settings"].slots == ["5"]
+
+
+@pytest.mark.parametrize("code, timed_out, stream, status", [
+    (0, False, '{"type": "header"}\n{"type": "end"}\n', "graded"),
+    (1, False, '{"type": "end"}\n', "graded"),
+    (1, False, '{"type": "header"}\n{"type": "te', "crashed"),
+    (-9, False, "", "crashed"),
+    (4, False, '{"type": "end"}\n', "crashed"),
+    (None, True, "", "timeout"),
+])
+def test_exit_classification(code, timed_out, stream, status):
+    assert classify_exit(code, timed_out, 10.0, stream)[0] == status
+
+
+def test_bounded_log_keeps_head_and_tail():
+    log = runner.BoundedLog(head=10, tail=10)
+    for _ in range(100):
+        log.add(b"0123456789")
+    text = log.text()
+    assert text.startswith("0123456789") and text.endswith("0123456789")
+    assert "980 bytes of output left out" in text
+
+
+def test_parent_side_modules_import_without_torch():
+    code = ("import sys\nsys.modules['torch'] = None\nsys.modules['triton'] = None\n"
+            "import grader.cli, grader.runner, grader.sandbox, grader.submission, grader.scoring\n"
+            "import grader.report.model, grader.report.html, grader.report.gradebook\n"
+            "assert 'numpy' not in sys.modules, 'numpy imported'\nprint('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.stdout.strip() == "ok", done.stderr
