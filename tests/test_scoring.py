@@ -1,0 +1,99 @@
+"""Scoring: points split over a check's tests, perf ladders, and GPU-only checks kept out of reach."""
+
+from __future__ import annotations
+
+import pytest
+
+from grader.points import Check, Ladder, PointsTable, Problem
+from grader.results import (FAILED, HARNESS_ERROR, NOT_IMPLEMENTED, NOT_RUN_HERE, PASSED, TestRecord)
+from grader.scoring import score_checks
+
+LADDER = Ladder(0.5, 0.7, 0.9)
+TABLE = PointsTable((
+    Problem("softmax", "Softmax", 1, (
+        Check("softmax.rows", "softmax", 3.0, "public", ""),
+        Check("softmax.masking", "softmax", 2.0, "public", ""),
+        Check("softmax.gpu", "softmax", 4.0, "public", ""),
+        Check("softmax.secret", "softmax", 1.0, "hidden", ""),
+        Check("softmax.perf.rows", "softmax", 10.0, "hidden", "", perf=True, ladder=LADDER),
+    )),
+    Problem("matmul", "Matmul", 2, (Check("matmul.tiles", "matmul", 5.0, "public", ""),)),
+))
+
+
+def record(check, outcome, n=0, ratio=None):
+    return TestRecord(f"tests_x/test_{check}.py::t[{n}]", check, outcome,
+                      perf=None if ratio is None else {"ratio": ratio})
+
+
+def scores_by_check(records, suites=("public", "hidden")):
+    problems = score_checks(TABLE, records, suites)
+    return {c.check.id: c for p in problems for c in p.checks}, {p.problem_id: p for p in problems}
+
+
+def test_points_split_evenly_over_a_checks_tests():
+    checks, _ = scores_by_check([record("softmax.rows", PASSED, 0), record("softmax.rows", FAILED, 1),
+                                 record("softmax.rows", PASSED, 2)])
+    assert checks["softmax.rows"].earned == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("outcome", [FAILED, NOT_IMPLEMENTED, HARNESS_ERROR])
+def test_only_passed_tests_earn(outcome):
+    checks, _ = scores_by_check([record("softmax.masking", outcome)])
+    assert checks["softmax.masking"].earned == 0.0
+    assert checks["softmax.masking"].possible == 2.0
+
+
+def test_a_check_without_records_scores_zero_but_stays_possible():
+    checks, problems = scores_by_check([record("softmax.rows", PASSED)])
+    assert (checks["matmul.tiles"].earned, checks["matmul.tiles"].possible) == (0.0, 5.0)
+    assert problems["matmul"].possible == 5.0
+
+
+def test_not_run_here_is_neither_earned_nor_possible():
+    checks, problems = scores_by_check([record("softmax.rows", PASSED), record("softmax.gpu", NOT_RUN_HERE, 0),
+                                        record("softmax.gpu", NOT_RUN_HERE, 1)], suites=("public",))
+    assert checks["softmax.gpu"].not_run_here
+    assert (checks["softmax.gpu"].earned, checks["softmax.gpu"].possible) == (0.0, 0.0)
+    assert problems["softmax"].possible == 3.0 + 2.0
+    assert problems["softmax"].total == 9.0
+    assert [c.check.id for c in problems["softmax"].not_run_here] == ["softmax.gpu"]
+
+
+def test_not_implemented_tests_are_counted():
+    checks, _ = scores_by_check([record("softmax.rows", NOT_IMPLEMENTED, 0),
+                                 record("softmax.rows", NOT_IMPLEMENTED, 1), record("softmax.rows", PASSED, 2)])
+    assert checks["softmax.rows"].not_implemented == 2
+
+
+def test_suites_select_which_checks_count():
+    checks, problems = scores_by_check([], suites=("public",))
+    assert "softmax.secret" not in checks and "softmax.perf.rows" not in checks
+    assert problems["softmax"].total == 9.0
+
+
+@pytest.mark.parametrize("ratio, level, earned", [(0.3, "below", 0.0), (0.5, "pass", 5.0), (0.75, "good", 8.0),
+                                                  (0.95, "excellent", 10.0)])
+def test_perf_check_earns_its_ladder_level(ratio, level, earned):
+    checks, _ = scores_by_check([record("softmax.perf.rows", PASSED, ratio=ratio)])
+    assert checks["softmax.perf.rows"].level == level
+    assert checks["softmax.perf.rows"].earned == pytest.approx(earned)
+
+
+def test_perf_credit_needs_a_passed_test_and_a_ratio():
+    checks, _ = scores_by_check([record("softmax.perf.rows", FAILED, 0, ratio=5.0),
+                                 record("softmax.perf.rows", PASSED, 1)])
+    assert checks["softmax.perf.rows"].earned == 0.0
+
+
+def test_perf_check_averages_its_tests_and_reports_the_lowest_level():
+    checks, _ = scores_by_check([record("softmax.perf.rows", PASSED, 0, ratio=0.95),
+                                 record("softmax.perf.rows", PASSED, 1, ratio=0.55)])
+    assert checks["softmax.perf.rows"].earned == pytest.approx(10.0 * (1.0 + 0.5) / 2)
+    assert checks["softmax.perf.rows"].level == "pass"
+
+
+def test_problem_earned_sums_its_checks():
+    _, problems = scores_by_check([record("softmax.rows", PASSED), record("softmax.masking", PASSED),
+                                   record("matmul.tiles", FAILED)])
+    assert (problems["softmax"].earned, problems["matmul"].earned) == (5.0, 0.0)
