@@ -8,12 +8,16 @@ What each check catches (the broken fixtures under tests/fixtures/broken/matmul_
 - torch.matmul / @ inside `matmul`, or no Triton launch at all;
 - results cached by shape: the same shape called again on new inputs;
 - strides ignored (inputs assumed contiguous): sliced, stepped and broadcast views.
+The perf check times bf16/fp16 4096^3 and 8192^3 against cuBLAS (grader.benchmarks.matmul), with the
+same rules in force and every timed output checked.
 """
 
 import pytest
 import torch
 
+from grader.benchmarks import matmul as matmul_benchmarks
 from grader.testing import MATMUL_OPS, assert_close_lowp, randn, raises_from_student
+from grader.timing import measure_ratio
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 LARGEST_BLOCK = 256   # padding past a poisoned view: more than any sensible tile overhangs
@@ -293,3 +297,19 @@ def test_empty_problems_in_every_dtype(impl, device, M, K, N, dtype_name):
     assert tuple(out.shape) == (M, N), f"M={M} K={K} N={N}: result shape {tuple(out.shape)}, expected {(M, N)}"
     assert out.dtype == dtype, f"M={M} K={K} N={N}: result dtype {out.dtype}, expected {dtype}"
     assert bool((out == 0).all()), f"M={M} K={K} N={N} {dtype}: a sum over K = 0 terms is 0, got {out}"
+
+
+# ---------------------------------------------------------------------------------------- performance
+
+GRADED_BENCHMARKS = [case for case in matmul_benchmarks.benchmarks() if case.check == matmul_benchmarks.CHECK]
+
+
+@pytest.mark.perf(matmul_benchmarks.CHECK)
+@pytest.mark.triton
+@pytest.mark.parametrize("case", GRADED_BENCHMARKS, ids=[case.case.replace(" ", "_") for case in GRADED_BENCHMARKS])
+def test_throughput_against_cublas(impl, record_perf, case):
+    gen = torch.Generator(device="cuda").manual_seed(1234 + len(case.case))
+    with impl.guards(forbid=MATMUL_OPS, require_triton=True):
+        result = measure_ratio(impl, case.target, lambda: case.make_inputs(gen), case.baselines,
+                               check=case.check_output, flops=case.flops, bytes_moved=case.bytes_moved)
+    record_perf(**result.as_record())
