@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from grader.points import Check, Ladder, PointsTable, Problem
-from grader.results import (FAILED, HARNESS_ERROR, NOT_IMPLEMENTED, NOT_RUN_HERE, PASSED, TestRecord)
+from grader import results
+from grader.results import FAILED, HARNESS_ERROR, NOT_IMPLEMENTED, NOT_RUN_HERE, PASSED
 from grader.scoring import score_checks
 
 LADDER = Ladder(0.5, 0.7, 0.9)
@@ -22,7 +23,7 @@ TABLE = PointsTable((
 
 
 def record(check, outcome, n=0, ratio=None):
-    return TestRecord(f"tests_x/test_{check}.py::t[{n}]", check, outcome,
+    return results.TestRecord(f"tests_x/test_{check}.py::t[{n}]", check, outcome,
                       perf=None if ratio is None else {"ratio": ratio})
 
 
