@@ -22,7 +22,7 @@ from pathlib import Path
 
 from grader.handout.stubs import BEGIN, END, expected_stubs, find_regions, stale_files
 from grader.points import load_points
-from grader.results import NOT_IMPLEMENTED, NOT_RUN_HERE, read_stream
+from grader.results import NOT_IMPLEMENTED, NOT_RUN_HERE, PASSED, read_stream
 from grader.scoring import score_checks
 
 # A solution line shorter than this is too generic to count as a leak (`return out`, `acc = 0`).
@@ -74,7 +74,8 @@ def suite_paths(root: Path, modules: list[str] | None, hidden: bool = True) -> l
 
 
 def solutions_score_full(root: Path, modules: list[str] | None = None, workdir: Path | None = None) -> list[str]:
-    """Every check of `modules` (default: all) earns its full points against solutions/."""
+    """Against solutions/, every test of `modules` (default: all) that runs here passes, and every check
+    of their points files is carried by at least one test (a check nobody tests cannot be earned)."""
     workdir = Path(workdir or tempfile.mkdtemp(prefix="handout-solutions-"))
     paths = suite_paths(root, modules)
     if not paths:
@@ -85,19 +86,17 @@ def solutions_score_full(root: Path, modules: list[str] | None = None, workdir: 
         return [f"solutions: the test run did not finish (exit {rc}): {output[-1500:]}"]
     points = load_points(root / "grader" / "points", root / "grader" / "calibration.json")
     wanted = set(modules) if modules is not None else {p.id for p in points.problems}
-    failures = []
-    for problem in score_checks(points, results.tests):
-        if problem.problem_id not in wanted:
-            continue
-        for check in problem.checks:
-            if check.not_run_here:
-                continue
-            if not check.tests:
-                failures.append(f"solutions: check {check.check.id} has no test carrying it")
-            elif check.earned < check.possible - 1e-9:
-                bad = [f"{t.nodeid} ({t.outcome}: {t.message[:200]})" for t in check.tests if t.outcome != "passed"]
-                failures.append(f"solutions: {check.check.id} earns {check.earned:g} / {check.possible:g}: "
-                                + "; ".join(bad[:3]))
+    failures = [f"solutions: {t.nodeid} is {t.outcome}: {t.message[:300]}" for t in results.tests
+                if t.outcome not in (PASSED, NOT_RUN_HERE)]
+    carried = {t.check for t in results.tests}
+    for check in points.checks.values():
+        if check.problem in wanted and check.id not in carried:
+            failures.append(f"solutions: check {check.id} ({check.suite}) has no test carrying it")
+    earned = {p.problem_id: p for p in score_checks(points, results.tests)}
+    for problem_id in sorted(wanted & set(earned)):
+        problem = earned[problem_id]
+        print(f"verify:   solutions {problem_id}: {problem.earned:g} / {problem.total:g} points "
+              f"({sum(c.check.points for c in problem.not_run_here):g} in checks not run here)")
     return failures
 
 
@@ -204,7 +203,9 @@ def handout_installs_and_tests(tarball: Path, workdir: Path | None = None) -> tu
         return [f"install: the tarball should hold one folder, found {[p.name for p in folders]}"], ""
     folder = folders[0]
     venv = workdir / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True,
+    # --without-pip: the venv then uses this Python's pip and setuptools (a bundled old setuptools would
+    # shadow them and cannot build an editable wheel offline).
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True,
                    capture_output=True, timeout=300)
     python = venv / "bin" / "python"
     env = _clean_env(PIP_DISABLE_PIP_VERSION_CHECK="1")

@@ -1,0 +1,278 @@
+"""The handout builder and its proofs: layout, filtered points, write-up, no leaks, stubs 0, installs.
+
+The handout is built once per module (a few seconds). The proofs that run suites are the slow part:
+the stubs proof runs both suites (stubs fail fast), the solutions proof only the quick problems
+(`QUICK_SOLUTION_MODULES`; `make handout` runs it on everything), and the install proof builds one venv.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tarfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grader.errors import HandoutError
+from grader.handout import verify
+from grader.handout.build import STAFF_ONLY, build_handout, grader_closure, public_points_toml
+from grader.handout.stubs import REPO_ROOT, expected_stubs
+from grader.handout.writeup import collect_problems, markdown_to_html, module_functions
+from grader.points import load_points
+
+QUICK_SOLUTION_MODULES = ["accounting"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist") / "handout"
+    assert build_handout(str(out), verify=False) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def repo_points():
+    return load_points(REPO_ROOT / "grader" / "points", REPO_ROOT / "grader" / "calibration.json")
+
+
+def files_under(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+
+
+# --- layout ---------------------------------------------------------------------------------------------
+
+
+def test_handout_holds_what_students_need(built):
+    for name in ("Makefile", "pyproject.toml", "README.md", "WRITEUP.md", "WRITEUP.html",
+                 "assignment/__init__.py", "grader/__init__.py", "grader/plugin.py", "grader/points.py"):
+        assert (built / name).is_file(), name
+    public_tests = {p.name for p in (REPO_ROOT / "tests_public").glob("test_*.py")}
+    assert public_tests <= {p.name for p in (built / "tests_public").glob("*.py")}
+
+
+def test_handout_has_no_staff_folders_or_modules(built):
+    assert not (built / "solutions").exists() and not (built / "tests_hidden").exists()
+    assert not (built / "tests").exists() and not (built / "grader" / "handout").exists()
+    shipped = {p.stem for p in (built / "grader").glob("*.py")}
+    assert not shipped & {s.split(".")[-1] for s in STAFF_ONLY if s.count(".") == 1}
+
+
+def test_handout_assignment_is_exactly_the_generated_stubs(built):
+    stubs = expected_stubs(REPO_ROOT)
+    assert {p.name for p in (built / "assignment").iterdir()} == set(stubs)
+    for name, text in stubs.items():
+        assert (built / "assignment" / name).read_text() == text, name
+
+
+def test_grader_closure_follows_the_plugin_imports():
+    modules = grader_closure(REPO_ROOT)
+    assert {"grader", "grader.plugin", "grader.points", "grader.scoring", "grader.results"} <= set(modules)
+    assert not [m for m in modules if m.startswith(STAFF_ONLY)]
+
+
+def test_grader_closure_refuses_a_public_test_importing_staff_code(tmp_path):
+    root = tmp_path
+    shutil.copytree(REPO_ROOT / "grader", root / "grader", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "tests_public").mkdir()
+    (root / "tests_public" / "test_x.py").write_text("from grader.handout import stubs\n")
+    with pytest.raises(HandoutError, match="staff-only"):
+        grader_closure(root)
+
+
+def test_tarball_unpacks_to_one_folder_with_the_same_files(built):
+    with tarfile.open(built.parent / "handout.tar.gz") as archive:
+        names = [m.name for m in archive.getmembers() if m.isfile()]
+        assert all(m.uid == 0 and m.mtime == 0 for m in archive.getmembers())
+    assert {n.split("/", 1)[0] for n in names} == {"handout"}
+    assert {n.split("/", 1)[1] for n in names} == files_under(built)
+
+
+def test_build_refuses_to_delete_a_folder_that_is_not_a_handout(tmp_path):
+    (tmp_path / "precious.txt").write_text("keep me")
+    with pytest.raises(HandoutError, match="does not look like a handout"):
+        build_handout(str(tmp_path), verify=False)
+    assert (tmp_path / "precious.txt").exists()
+
+
+# --- points students get ----------------------------------------------------------------------------------
+
+
+def test_shipped_points_files_hold_only_public_checks(built, repo_points):
+    shipped = load_points(built / "grader" / "points", built / "grader" / "calibration.json")
+    assert all(check.suite == "public" for check in shipped.checks.values())
+    public = {cid for cid, check in repo_points.checks.items() if check.suite == "public"}
+    assert set(shipped.checks) == public
+    for cid in public:
+        assert shipped.checks[cid].points == repo_points.checks[cid].points
+
+
+def test_shipped_points_files_keep_hidden_and_perf_totals(built, repo_points):
+    for problem in repo_points.problems:
+        text = (built / "grader" / "points" / f"{problem.id}.toml").read_text()
+        hidden = sum(c.points for c in problem.checks if c.suite == "hidden" and not c.perf)
+        perf = sum(c.points for c in problem.checks if c.suite == "hidden" and c.perf)
+        assert re.search(rf"^hidden_points = {hidden:g}$", text, re.MULTILINE), problem.id
+        assert re.search(rf"^perf_points = {perf:g}$", text, re.MULTILINE), problem.id
+
+
+def test_public_points_toml_round_trips_odd_strings(tmp_path, repo_points):
+    from grader.points import Check, Ladder, Problem
+
+    problem = Problem("demo", 'Quotes " and \\ backslashes', 2, (
+        Check("demo.a", "demo", 1.5, "public", 'say "hi" \\ there'),
+        Check("demo.secret", "demo", 2, "hidden", "not shipped"),
+        Check("demo.perf.fast", "demo", 3, "public", "timed", perf=True, baseline="copy",
+              ladder=Ladder(0.5, 0.7, 0.9)),
+    ))
+    (tmp_path / "demo.toml").write_text(public_points_toml(problem))
+    loaded = load_points(tmp_path, tmp_path / "none.json").problem("demo")
+    assert loaded.title == problem.title
+    assert [c.id for c in loaded.checks] == ["demo.a", "demo.perf.fast"]
+    assert loaded.checks[0].description == 'say "hi" \\ there' and loaded.checks[0].points == 1.5
+    assert loaded.checks[1].ladder.good == 0.7
+
+
+# --- the write-up -----------------------------------------------------------------------------------------
+
+
+def test_writeup_has_a_section_with_points_for_every_problem(built, repo_points):
+    writeup = (built / "WRITEUP.md").read_text()
+    for number, problem in enumerate(repo_points.problems, start=1):
+        assert f"## {number}. {problem.title}" in writeup
+        public = sum(c.points for c in problem.checks if c.suite == "public")
+        assert re.search(rf"\| {number}\. {re.escape(problem.title)} \| {public:g} \|", writeup), problem.id
+    assert f"**{repo_points.total:g}**" in writeup
+
+
+def test_writeup_shows_signatures_and_docstrings_from_the_solutions(built):
+    writeup = (built / "WRITEUP.md").read_text()
+    for problem in collect_problems(REPO_ROOT):
+        for function in problem.to_implement:
+            assert function.signature in writeup, function.name
+            first_line = function.docstring.splitlines()[0] if function.docstring else ""
+            assert first_line in writeup, function.name
+
+
+def test_writeup_lists_public_checks_and_perf_ladders_but_no_hidden_check(built, repo_points):
+    writeup = (built / "WRITEUP.md").read_text()
+    for check in repo_points.checks.values():
+        if check.suite == "public" or check.perf:
+            assert f"`{check.id}`" in writeup, check.id
+        else:
+            assert check.id not in writeup, check.id
+        if check.perf:
+            assert f"| {check.ladder.passing} | {check.ladder.good} | {check.ladder.excellent} |" in writeup
+
+
+def test_writeup_html_is_one_standalone_page(built):
+    page = (built / "WRITEUP.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<style>" in page
+    assert not re.search(r"<(script|link)\b", page)
+    assert page.count("<h2") >= len(collect_problems(REPO_ROOT))
+
+
+def test_module_functions_marks_region_holders_and_keeps_multiline_signatures():
+    source = textwrap.dedent('''
+        """Module doc."""
+
+
+        def given(x):
+            """Ready."""
+            return x
+
+
+        @triton.jit
+        def kernel(a_ptr,
+                   N: tl.constexpr):
+            """Kernel doc."""
+            # BEGIN SOLUTION
+            pass
+            # END SOLUTION
+
+
+        class Scaler:
+            """Scales."""
+
+            def scale(self, loss):
+                """Multiply."""
+                # BEGIN SOLUTION
+                return loss
+                # END SOLUTION
+    ''')
+    doc, functions = module_functions(source)
+    assert doc == "Module doc."
+    by_name = {f.name: f for f in functions}
+    assert not by_name["given"].to_implement
+    assert by_name["kernel"].to_implement and by_name["kernel"].is_kernel
+    assert by_name["kernel"].signature == "def kernel(a_ptr,\n           N: tl.constexpr):"
+    assert by_name["Scaler"].to_implement and [m.name for m in by_name["Scaler"].members] == ["scale"]
+
+
+def test_markdown_converter_renders_blocks_and_escapes_text():
+    page = markdown_to_html(textwrap.dedent('''
+        ## Title with `code`
+
+        A paragraph with **bold**, *em* and a <tag> & [link](https://example.org).
+
+        | a | b |
+        | --- | --- |
+        | 1 | `x|y` |
+
+        - one
+        - two
+
+        ```python
+        if a < b:
+            pass
+        ```
+    '''))
+    assert '<h2 id="title-with-code">Title with <code>code</code></h2>' in page
+    assert "<strong>bold</strong>" in page and "<em>em</em>" in page
+    assert "&lt;tag&gt; &amp;" in page and '<a href="https://example.org">link</a>' in page
+    assert "<th>a</th>" in page and "<td>1</td>" in page
+    assert "<ul><li>one</li><li>two</li></ul>" in page
+    assert '<pre><code class="language-python">if a &lt; b:\n    pass</code></pre>' in page
+
+
+# --- the proofs -------------------------------------------------------------------------------------------
+
+
+def test_nothing_from_solutions_or_hidden_tests_leaks(built):
+    assert verify.nothing_leaks(REPO_ROOT, built) == []
+
+
+def test_leak_scan_catches_a_planted_solution_line_and_hidden_test_name(built, tmp_path):
+    secrets = verify.solution_secrets(REPO_ROOT)
+    hidden = verify.hidden_secrets(REPO_ROOT)
+    if not secrets or not hidden:
+        pytest.skip("no solution regions or hidden tests yet")
+    copy = tmp_path / "handout"
+    shutil.copytree(built, copy)
+    secret_line = next(iter(secrets))
+    hidden_name = next(name for name in hidden if name.startswith("test_"))
+    with open(copy / "README.md", "a") as readme:
+        readme.write(f"\n    {secret_line}\n\nsee {hidden_name} for details\n")
+    found = verify.nothing_leaks(REPO_ROOT, copy)
+    assert any("README.md" in f and "repeats solutions/" in f for f in found), found
+    assert any("README.md" in f and hidden_name in f for f in found), found
+
+
+def test_stubs_score_zero_and_every_graded_test_is_not_implemented(built, tmp_path):
+    failures = verify.stubs_score_zero(REPO_ROOT, built, tmp_path)
+    assert not failures, "\n".join(failures)
+
+
+def test_solutions_pass_every_test_of_the_quick_problems(tmp_path):
+    modules = [m for m in QUICK_SOLUTION_MODULES if (REPO_ROOT / "solutions" / f"{m}.py").exists()]
+    if not modules:
+        pytest.skip("no quick solutions modules yet")
+    failures = verify.solutions_score_full(REPO_ROOT, modules, tmp_path)
+    assert not failures, "\n".join(failures)
+
+
+def test_unpacked_handout_installs_in_a_fresh_venv_and_make_test_prints_points(built, tmp_path):
+    failures, output = verify.handout_installs_and_tests(built.parent / "handout.tar.gz", tmp_path)
+    assert not failures, "\n".join(failures)
+    assert re.search(r"^TOTAL\s+\d+\.\d\d / ", output, re.MULTILINE), output[-2000:]
