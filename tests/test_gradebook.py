@@ -1,0 +1,97 @@
+"""grades.csv and Gradescope's results.json: columns, values and schema."""
+
+import csv
+import textwrap
+
+import pytest
+
+from grader.points import load_points
+from grader.report import gradebook, model
+from grader.results import END_LINE, header_line, record_line
+from grader.results import TestRecord as Record
+
+POINTS = {
+    "matmul": """
+        [problem]
+        id = "matmul"
+        title = "Tiled matmul"
+        order = 1
+        [checks."matmul.correct"]
+        points = 3
+        description = "matches torch"
+        [checks."matmul.hidden_shapes"]
+        points = 2
+        suite = "hidden"
+        description = "odd shapes"
+        [perf."matmul.perf.square"]
+        points = 5
+        description = "square bf16 vs cuBLAS"
+        ladder = { pass = 0.5, good = 0.7, excellent = 0.85 }
+    """,
+    "softmax": """
+        [problem]
+        id = "softmax"
+        title = "Softmax"
+        order = 2
+        [checks."softmax.rows"]
+        points = 4
+        description = "rows"
+    """,
+}
+
+
+@pytest.fixture
+def points(tmp_path):
+    for name, text in POINTS.items():
+        (tmp_path / f"{name}.toml").write_text(textwrap.dedent(text))
+    return load_points(tmp_path, calibration_file=tmp_path / "none.json")
+
+
+def _graded(points, student="alice", late=None):
+    records = [Record("tests_public/test_matmul.py::test_correct", "matmul.correct", "passed"),
+               Record("tests_hidden/test_matmul_hidden.py::test_odd", "matmul.hidden_shapes", "failed",
+                      "max |err| 3.1 > allowed 0.02 (M=257 N=33 bf16)"),
+               Record("tests_hidden/test_matmul_hidden.py::test_perf", "matmul.perf.square", "passed",
+                      perf={"ratio": 0.9}),
+               Record("tests_public/test_softmax.py::test_rows", "softmax.rows", "not_implemented",
+                      "softmax: not implemented yet")]
+    stream = "\n".join([header_line("x", "cuda", {}, []), *map(record_line, records), END_LINE])
+    return model.build_result(student, points, stream, "graded", "", "", {"late": late, "timing": {}},
+                              suites=("public", "hidden"))
+
+
+def test_csv_has_one_row_per_student_and_a_column_per_problem_and_perf_part(points, tmp_path):
+    results = [_graded(points, late=True),
+               model.not_gradable_result("bob", "no assignment module files, found: a, b", {"late": None}, 14.0)]
+    path = tmp_path / "grades.csv"
+    gradebook.write_grades_csv(path, results, points)
+    rows = list(csv.DictReader(path.open()))
+    assert list(rows[0]) == ["id", "status", "total", "max", "matmul", "matmul_perf", "softmax",
+                             "softmax_perf", "late", "reason"]
+    assert rows[0] | {} == {"id": "alice", "status": "graded", "total": "8", "max": "14", "matmul": "8",
+                            "matmul_perf": "5", "softmax": "0", "softmax_perf": "", "late": "yes",
+                            "reason": ""}
+    assert rows[1]["status"] == "not_gradable" and rows[1]["total"] == "0" and rows[1]["late"] == ""
+    assert rows[1]["reason"] == "no assignment module files, found: a, b"
+
+
+def test_gradescope_results_follow_the_autograder_schema(points):
+    data = gradebook.gradescope_results(_graded(points))
+    assert data["score"] == 8 and set(data) >= {"score", "tests", "output", "visibility"}
+    by_number = {t["number"]: t for t in data["tests"]}
+    assert set(by_number) == {"matmul.correct", "matmul.hidden_shapes", "matmul.perf.square", "softmax.rows"}
+    for test in data["tests"]:
+        assert set(test) >= {"name", "score", "max_score", "output", "visibility"}
+        assert test["visibility"] in ("visible", "after_published")
+    assert by_number["matmul.hidden_shapes"]["visibility"] == "after_published"
+    assert by_number["matmul.correct"]["visibility"] == "visible"
+    assert "M=257 N=33 bf16" in by_number["matmul.hidden_shapes"]["output"]
+    assert by_number["matmul.perf.square"]["score"] == 5 and by_number["matmul.perf.square"]["max_score"] == 5
+    assert sum(t["score"] for t in data["tests"]) == data["score"]
+
+
+def test_gradescope_output_names_the_status_and_reason(points):
+    result = model.not_gradable_result("bob", "archive refused", {}, 14.0)
+    data = gradebook.gradescope_results(result)
+    assert data == {"score": 0.0, "output": "not gradable: archive refused", "visibility": "visible",
+                    "stdout_visibility": "hidden", "execution_time": 0, "tests": []}

@@ -1,0 +1,166 @@
+"""Result model and HTML reports: the stream is read defensively, scores and statuses reach the page,
+student text is escaped, and the pages render in a real browser without errors on a phone-sized
+window."""
+
+import json
+import shutil
+import subprocess
+import textwrap
+
+import jinja2
+import pytest
+
+from grader.points import load_points
+from grader.report import html, model
+from grader.results import END_LINE, header_line, record_line
+from grader.results import TestRecord as Record
+
+POINTS = """
+[problem]
+id = "softmax"
+title = "Online softmax"
+order = 1
+[checks."softmax.rows"]
+points = 4
+description = "rows match torch.softmax"
+[checks."softmax.masking"]
+points = 2
+suite = "hidden"
+description = "masked rows give zeros"
+[perf."softmax.perf.rows"]
+points = 4
+description = "row softmax bandwidth"
+baseline = "device-to-device copy"
+ladder = { pass = 0.5, good = 0.7, excellent = 0.85 }
+"""
+HOSTILE = "<script>alert('x')</script> max |err| 0.5 > allowed 0.01 at [3, 7] (M=257 bf16)"
+
+
+@pytest.fixture
+def points(tmp_path):
+    (tmp_path / "softmax.toml").write_text(textwrap.dedent(POINTS))
+    return load_points(tmp_path, calibration_file=tmp_path / "none.json")
+
+
+def _stream(*records, end=True):
+    lines = [header_line("/tmp/impl", "cuda", {"gpu": "NVIDIA H200"}, ["softmax.rows"])]
+    lines += [record_line(r) for r in records]
+    return "\n".join(lines + ([END_LINE] if end else [])) + "\n"
+
+
+def _result(points, stream, status="graded", reason="", suites=("public", "hidden")):
+    return model.build_result("alice", points, stream, status, reason, "log line\n",
+                              {"suite": "all", "sandbox": "bubblewrap", "grader_version": "0.1.0",
+                               "files": {"softmax": "ab"}, "ignored": ["notes.txt (not an assignment "
+                                                                        "module file)"],
+                               "missing": ["matmul"], "late": False}, suites=suites)
+
+
+def _rows(points, outcome="passed", ratio=0.9):
+    return [Record("tests_public/test_softmax.py::test_rows[fp32]", "softmax.rows", "passed"),
+            Record("tests_public/test_softmax.py::test_rows[bf16]", "softmax.rows", outcome, HOSTILE),
+            Record("tests_hidden/test_softmax_hidden.py::test_perf", "softmax.perf.rows", "passed",
+                       perf={"ratio": ratio})]
+
+
+def test_scores_follow_the_points_file(points):
+    result = _result(points, _stream(*_rows(points, "failed", ratio=0.72)))
+    assert result["status"] == "graded"
+    rows = next(c for c in result["problems"][0]["checks"] if c["id"] == "softmax.rows")
+    perf = next(c for c in result["problems"][0]["checks"] if c["id"] == "softmax.perf.rows")
+    assert rows["earned"] == 2.0 and perf["level"] == "good" and perf["earned"] == pytest.approx(3.2)
+    assert result["problems"][0]["perf_earned"] == pytest.approx(3.2)
+    assert result["score"]["earned"] == pytest.approx(5.2) and result["score"]["total"] == 10
+
+
+def test_unreported_checks_score_zero_with_the_runs_reason(points):
+    stream = _stream(*_rows(points)[:1], end=False)[:-1] + '\n{"type": "test", "nodeid": "tests_pu'
+    result = _result(points, stream, status="timeout", reason="stopped after the 60 s budget")
+    masking = next(c for c in result["problems"][0]["checks"] if c["id"] == "softmax.masking")
+    assert masking["earned"] == 0 and masking["tests"][0]["outcome"] == "did_not_report"
+    assert masking["tests"][0]["message"] == "stopped after the 60 s budget"
+    assert any("incomplete" in note for note in result["notes"])
+    assert result["score"]["earned"] == 4.0
+
+
+def test_records_for_unknown_checks_or_reported_twice_are_not_trusted(points):
+    forged = Record("tests_hidden/x.py::test_forged", "softmax.bogus", "passed")
+    twice = _rows(points)[0]
+    result = _result(points, _stream(twice, forged, twice))
+    rows = next(c for c in result["problems"][0]["checks"] if c["id"] == "softmax.rows")
+    assert [t["outcome"] for t in rows["tests"]] == ["failed"]
+    assert any("unknown check" in note for note in result["notes"])
+    assert any("reported twice" in note for note in result["notes"])
+
+
+def test_graded_run_without_a_header_is_a_crash(points):
+    result = _result(points, "")
+    assert result["status"] == "crashed" and result["score"]["earned"] == 0
+
+
+def test_percent_never_rounds_to_full_or_empty():
+    assert model.percent_text(99.6, 100) == "99%" and model.percent_text(100, 100) == "100%"
+    assert model.percent_text(0.2, 100) == "1%" and model.percent_text(0, 100) == "0%"
+    assert model.percent_text(0, 0) == "n/a"
+
+
+def test_student_report_escapes_student_text_and_shows_failures_and_perf(points):
+    page = html.render_student(_result(points, _stream(*_rows(points, "failed"))))
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "max |err| 0.5 &gt; allowed 0.01" in page
+    assert "test_rows[bf16]" in page and "0.90x" in page and "excellent" in page
+    assert "notes.txt (not an assignment module file)" in page and "matmul.py" in page
+    assert "http://" not in page.replace("http://www.w3.org/2000/svg", "") and "<script" not in page
+
+
+def test_templates_refuse_missing_fields(points):
+    result = _result(points, _stream(*_rows(points)))
+    del result["suite"]
+    with pytest.raises(jinja2.UndefinedError):
+        html.render_student(result)
+
+
+def test_class_page_summarises_statuses_failures_and_perf(points):
+    good = _result(points, _stream(*_rows(points)))
+    bad = dict(_result(points, _stream(*_rows(points, "failed", ratio=0.4))), id="bob")
+    gone = model.not_gradable_result("carol<b>", "no assignment module files found", {"late": None}, 10.0)
+    page = html.render_index([good, bad, gone], points)
+    assert "not gradable: 1" in page and "graded: 2" in page
+    assert "tests_public/test_softmax.py::test_rows[bf16]" in page
+    assert "softmax.perf.rows" in page and "0.40x / 0.65x / 0.90x" in page
+    assert "carol&lt;b&gt;" in page and 'href="carol%3Cb%3E/report.html"' in page
+
+
+def test_histogram_puts_each_student_in_one_bin():
+    results = [{"score": {"earned": e, "possible": 10.0}} for e in (0, 1, 5, 10, 10)]
+    bars = html.histogram(results, bins=10)
+    assert [b.count for b in bars] == [1, 1, 0, 0, 0, 1, 0, 0, 0, 2]
+    assert max(b.height for b in bars) == 100
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium; "
+                    "make install does it on Debian): cannot render the reports in a browser")
+@pytest.mark.parametrize("page", ["student", "index"])
+def test_report_renders_in_headless_chromium_without_errors(points, tmp_path, page):
+    result = _result(points, _stream(*_rows(points, "failed")))
+    text = html.render_student(result) if page == "student" else html.render_index([result], points)
+    path = tmp_path / f"{page}.html"
+    path.write_text(text)
+    shot = tmp_path / f"{page}.png"
+    done = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'ud'}",
+         "--enable-logging=stderr", "--v=0", f"--screenshot={shot}", "--window-size=400,900",
+         f"file://{path}"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert shot.exists() and shot.stat().st_size > 5000
+    console = [line for line in done.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert console == []
+
+
+def test_result_json_round_trips(points):
+    result = _result(points, _stream(*_rows(points)))
+    assert json.loads(json.dumps(result)) == result
