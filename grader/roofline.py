@@ -52,7 +52,7 @@ def roofline_svg(points: list[dict], environment: dict) -> str:
     plotted = [p for p in points if p.get("tflops") and p.get("intensity")]
     x_low = min([0.1] + [p["intensity"] / 2 for p in plotted])
     x_high = max([1e4, ridge * 10] + [p["intensity"] * 2 for p in plotted])
-    y_low = min([1.0] + [p["tflops"] / 2 for p in plotted])
+    y_low = min([1.0, peak / 1e3] + [p["tflops"] / 2 for p in plotted])
     y_high = peak * 2
     scale = _Scale(x_low, x_high, y_low, y_high)
     parts = [

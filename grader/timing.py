@@ -215,8 +215,8 @@ def throughput(amount: float | None, milliseconds: float, unit: float) -> float 
 def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None, rounds: int = 3,
                   flops: float | None = None, bytes_moved: float | None = None,
                   warmup_ms: float = DEFAULT_WARMUP_MS, rep_ms: float = DEFAULT_REP_MS,
-                  wall_check: bool = True, environment=None, bench=bench_median,
-                  clock=_wall_clock, sync=synchronize) -> PerfResult:
+                  wall_check: bool = True, environment=None, bench=None,
+                  clock=_wall_clock, sync=None) -> PerfResult:
     """Time `target` in the impl's worker against `baselines` here; return the ratios.
 
     Args:
@@ -233,6 +233,7 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
         raise ValueError("measure_ratio needs at least one baseline")
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
+    bench, sync = bench or bench_median, sync or synchronize
     measured = []
     for index in range(rounds):
         inputs = tuple(make_inputs())
@@ -265,8 +266,7 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
         flops=flops, bytes_moved=bytes_moved)
 
 
-def wall_window(impl, target, make_inputs, claimed_ms, check=None, clock=_wall_clock,
-                sync=synchronize) -> WallWindow:
+def wall_window(impl, target, make_inputs, claimed_ms, check, clock, sync) -> WallWindow:
     """Time `calls` back-to-back calls from here; see the module docstring for what it proves."""
     calls = _clamp(math.ceil(WALL_WINDOW_MS / max(claimed_ms, 1e-6)), 2, MAX_WALL_CALLS)
     first = tuple(make_inputs())

@@ -37,9 +37,10 @@ def benchmarks() -> list[Benchmark]:
     )]
 
 
-def build(role: str):
-    """(model, optimizer, loss_fn) for `role`, the same initial weights for every role."""
-    if role not in _models:
+def build(role: str, device):
+    """(model, optimizer, loss_fn) for `role` on `device`, the same initial weights for every role."""
+    key = (role, str(device))
+    if key not in _models:
         import torch
         from torch import nn
 
@@ -49,15 +50,15 @@ def build(role: str):
         for _ in range(BLOCKS):
             layers += [nn.Linear(WIDTH, HIDDEN), nn.GELU(), nn.Linear(HIDDEN, WIDTH)]
         torch.random.set_rng_state(generator_state)
-        model = nn.Sequential(*layers).cuda()
+        model = nn.Sequential(*layers).to(device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
-        _models[role] = (model, optimizer, nn.functional.mse_loss)
-    return _models[role]
+        _models[key] = (model, optimizer, nn.functional.mse_loss)
+    return _models[key]
 
 
 def student_step(modules, inputs, targets):
     """Worker side: one call of the student's mixed_precision_step on a persistent model."""
-    model, optimizer, loss_fn = build("student")
+    model, optimizer, loss_fn = build("student", inputs.device)
     step = modules.mixed_precision.mixed_precision_step
     return lambda: step(model, optimizer, (inputs, targets), loss_fn)
 
@@ -66,11 +67,11 @@ def eager_step(inputs, targets):
     """The baseline: zero grads, autocast forward, backward and AdamW step, as PyTorch's docs write it."""
     import torch
 
-    model, optimizer, loss_fn = build("baseline")
+    model, optimizer, loss_fn = build("baseline", inputs.device)
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(inputs.device.type, dtype=torch.bfloat16):
             loss = loss_fn(model(inputs), targets)
         loss.float().backward()
         optimizer.step()
