@@ -157,19 +157,21 @@ def query_gpu(uuid: str | None) -> dict:
 def other_gpu_processes(uuid: str | None) -> list[int]:
     """Compute processes on GPU `uuid` that are neither this process nor its descendants (a worker).
 
-    Inside a container with its own pid namespace nvidia-smi may list no pids at all; then nothing is
-    reported, and the copy/matmul norms remain the check.
+    nvidia-smi reports pids as the driver sees them. Inside a sandbox or container with its own pid
+    namespace they do not match ours (ours is then missing from the list although this process holds
+    a CUDA context), and telling ours from others is impossible: nothing is reported, and the copy and
+    matmul norms remain the check.
     """
     rows = _smi(["--query-compute-apps=pid,gpu_uuid", "--format=csv,noheader,nounits"])
-    ours = _own_process_tree()
-    others = []
-    for row in rows:
-        if len(row) != 2 or (uuid and row[1] != uuid):
-            continue
-        pid = _int(row[0])
-        if pid is not None and pid not in ours:
-            others.append(pid)
-    return sorted(others)
+    listed = [_int(row[0]) for row in rows if len(row) == 2 and (not uuid or row[1] == uuid)]
+    return foreign_pids(listed, _own_process_tree(), os.getpid())
+
+
+def foreign_pids(listed: list, ours: set[int], me: int) -> list[int]:
+    """Pids in `listed` outside `ours`; none when `me` is not listed (pids from another namespace)."""
+    if me not in listed:
+        return []
+    return sorted(pid for pid in listed if pid is not None and pid not in ours)
 
 
 def _smi(arguments: list[str]) -> list[list[str]]:

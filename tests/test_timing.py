@@ -198,6 +198,15 @@ def test_other_processes_on_the_gpu_are_a_reason_to_retry():
     assert environment.problems(info) == ["other processes are using the GPU (pids 4242)"]
 
 
+def test_gpu_processes_outside_our_tree_are_foreign():
+    assert environment.foreign_pids([10, 11, 99], ours={10, 11}, me=10) == [99]
+
+
+def test_gpu_pids_from_another_namespace_are_not_blamed():
+    # this process holds a CUDA context but is not listed: nvidia-smi's pids are not ours to compare
+    assert environment.foreign_pids([5123, 5124], ours={10, 11}, me=10) == []
+
+
 def test_unknown_gpu_models_have_no_norm():
     assert environment.norm_for("NVIDIA GeForce RTX 4090") is None
     assert environment.norm_for("NVIDIA H200") is not None
