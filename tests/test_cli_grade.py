@@ -1,0 +1,79 @@
+"""`grader grade` and `grader bench --grader` from the command line, and the example submissions."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from grader import cli, runner
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "examples"))
+
+import make_examples  # noqa: E402
+
+
+def _capture(monkeypatch, name):
+    seen = {}
+
+    def fake(*args, **kwargs):
+        seen["args"], seen["kwargs"] = args, kwargs
+        return 0
+
+    monkeypatch.setattr(runner, name, fake)
+    return seen
+
+
+def test_grade_passes_every_option_to_grade_all(monkeypatch, tmp_path):
+    seen = _capture(monkeypatch, "grade_all")
+    result = CliRunner().invoke(cli.main, ["grade", str(tmp_path), "--out", str(tmp_path / "r"),
+                                           "--suite", "public", "--gpus", "0,1", "--jobs", "3",
+                                           "--timeout", "60", "--only", "alice", "--only", "bob",
+                                           "--force", "--no-sandbox", "--no-perf"])
+    assert result.exit_code == 0, result.output
+    assert seen["kwargs"] == {"submissions": str(tmp_path), "out": str(tmp_path / "r"), "suite": "public",
+                              "gpus": "0,1", "jobs": 3, "timeout": 60.0, "only": ("alice", "bob"),
+                              "force": True, "no_sandbox": True, "no_perf": True}
+
+
+def test_grade_refuses_a_missing_submissions_folder(tmp_path):
+    result = CliRunner().invoke(cli.main, ["grade", str(tmp_path / "nowhere")])
+    assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_bench_grader_calls_bench_grader_with_copies(monkeypatch):
+    seen = _capture(monkeypatch, "bench_grader")
+    result = CliRunner().invoke(cli.main, ["bench", "--grader", "--copies", "3"])
+    assert result.exit_code == 0, result.output
+    assert seen["args"] == (3,)
+
+
+def test_bench_summary_reports_throughput_and_overhead():
+    results = [{"status": "graded", "timing": {"tests_s": 2.0, "child_s": 4.0, "total_s": 4.5}}] * 2
+    text = runner.bench_summary(results, elapsed=60.0)
+    assert "2.00 submissions/minute" in text
+    assert "overhead beyond test time: 2.50 s" in text and "grader side 0.50 s" in text
+
+
+def test_examples_hold_reference_stubs_and_a_buggy_partial(tmp_path):
+    warnings = make_examples.write_examples(tmp_path / "submissions")
+    assert warnings == [] or all("does not exist yet" in w for w in warnings)
+    reference, partial = tmp_path / "submissions" / "reference", tmp_path / "submissions" / "partial"
+    for module, _, old, new in make_examples.BUGS:
+        if (REPO / "solutions" / f"{module}.py").exists():
+            text = (partial / "assignment" / f"{module}.py").read_text()
+            assert old not in text and new in text
+            assert text != (reference / f"{module}.py").read_text()
+    assert not (partial / "assignment" / f"{make_examples.MISSING_IN_PARTIAL}.py").exists()
+    assert (partial / "conftest.py").exists()
+    stubs = list((tmp_path / "submissions" / "stubs").glob("*.py"))
+    assert stubs and all("NotImplementedError" in stub.read_text() for stub in stubs)
+
+
+def test_grade_help_runs_without_importing_torch():
+    code = ("import sys\nsys.modules['torch'] = None\nfrom grader.cli import main\n"
+            "sys.argv = ['grader', 'grade', '--help']\nmain()\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert "--no-sandbox" in done.stdout and "--only" in done.stdout
