@@ -278,6 +278,9 @@ def wall_window(impl, target, make_inputs, claimed_ms, check, clock, sync) -> Wa
     outputs = impl.run(call_repeatedly, target, input_sets, calls)
     sync()
     wall_ms = (clock() - start) * 1e3
+    if not isinstance(outputs, (list, tuple)) or len(outputs) != len(input_sets):
+        raise AssertionError(f"the timing window returned {type(outputs).__name__} instead of one output "
+                             f"per input set ({len(input_sets)})")
     if check is not None:
         for index in random.sample(range(len(input_sets)), min(WALL_AUDITS, len(input_sets))):
             check(outputs[index], input_sets[index])
@@ -289,10 +292,12 @@ def wall_window(impl, target, make_inputs, claimed_ms, check, clock, sync) -> Wa
 def _time_submission(impl, target, inputs, warmup_ms, rep_ms, clock, sync):
     sync()
     start = clock()
-    claim, output = impl.run(time_kernel, target, inputs, warmup_ms, rep_ms)
+    reply = impl.run(time_kernel, target, inputs, warmup_ms, rep_ms)
     sync()
     wall_ms = (clock() - start) * 1e3
-    claim = float(claim)
+    if not (isinstance(reply, (tuple, list)) and len(reply) == 2 and isinstance(reply[0], (int, float))):
+        raise AssertionError(f"the timing call returned {type(reply).__name__}, not (milliseconds, output)")
+    claim, output = float(reply[0]), reply[1]
     if not (math.isfinite(claim) and claim > 0):
         raise AssertionError(f"the timing of your kernel came back as {claim!r} ms, which is not a time")
     if claim > wall_ms:

@@ -105,6 +105,39 @@ def test_claim_slower_than_the_wall_clock_is_rejected(clock, monkeypatch):
         measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)})
 
 
+class ForgingImpl(FakeImpl):
+    """A worker whose replies are not what the harness function returns."""
+
+    def __init__(self, modules, clock, reply):
+        super().__init__(modules, clock)
+        self.reply = reply
+
+    def run(self, fn, *args):
+        real = super().run(fn, *args)
+        return self.reply(fn, real)
+
+
+@pytest.mark.parametrize("forged", [lambda fn, real: "fast", lambda fn, real: (float("nan"), real[1]),
+                                    lambda fn, real: (-1.0, real[1]), lambda fn, real: (2.0,)],
+                         ids=["string", "nan", "negative", "no-output"])
+def test_a_malformed_timing_reply_fails_cleanly(clock, forged):
+    impl = ForgingImpl(kernel_module(clock, 2.0), clock,
+                       lambda fn, real: forged(fn, real) if fn is timing.time_kernel else real)
+    with pytest.raises(AssertionError):
+        timing.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
+                             check=exact_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
+                             environment=lambda: [])
+
+
+def test_a_window_reply_missing_outputs_fails_cleanly(clock):
+    impl = ForgingImpl(kernel_module(clock, 2.0), clock,
+                       lambda fn, real: real[:1] if fn is timing.call_repeatedly else real)
+    with pytest.raises(AssertionError, match="one output per input set"):
+        timing.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
+                             check=exact_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
+                             environment=lambda: [])
+
+
 def test_window_outputs_are_audited(clock):
     calls = {"n": 0}
 
