@@ -259,6 +259,17 @@ def test_leak_scan_catches_a_planted_solution_line_and_hidden_test_name(built, t
     assert any("README.md" in f and hidden_name in f for f in found), found
 
 
+def test_every_stub_in_the_handout_imports_cleanly(built):
+    assert verify.stubs_import_cleanly(built) == []
+
+
+def test_import_proof_catches_a_stub_that_does_not_import(built, tmp_path):
+    copy = tmp_path / "handout"
+    shutil.copytree(built, copy)
+    (copy / "assignment" / "broken.py").write_text("import no_such_module_anywhere\n")
+    assert any("assignment.broken" in f for f in verify.stubs_import_cleanly(copy))
+
+
 def test_stubs_score_zero_and_every_graded_test_is_not_implemented(built, tmp_path):
     failures = verify.stubs_score_zero(REPO_ROOT, built, tmp_path)
     assert not failures, "\n".join(failures)

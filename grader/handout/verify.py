@@ -1,6 +1,7 @@
 """Proofs that a built handout is consistent. Each returns a list of failures (empty = proven).
 
-1. `repo_stubs_current`: the repo's assignment/ is what the builder generates.
+1. `repo_stubs_current`: the repo's assignment/ is what the builder generates, and
+   `stubs_import_cleanly`: every generated module imports in a fresh interpreter.
 2. `solutions_score_full`: the solutions earn every point of both suites that can run here.
 3. `stubs_score_zero`: the stubs earn nothing, and every graded test reports "not implemented".
 4. `nothing_leaks`: no solution code, hidden test name or hidden check in any handout file.
@@ -43,6 +44,18 @@ def _clean_env(**extra) -> dict:
 def repo_stubs_current(root: Path) -> list[str]:
     stale = stale_files(root, expected_stubs(root))
     return [f"assignment/{name} differs from what `grader handout stubs` generates" for name in stale]
+
+
+def stubs_import_cleanly(handout: Path) -> list[str]:
+    """`import assignment.<module>` works for every stub, in a fresh interpreter (Triton interpreted)."""
+    failures = []
+    for path in sorted((handout / "assignment").glob("*.py")):
+        module = "assignment" if path.name == "__init__.py" else f"assignment.{path.stem}"
+        done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=handout, capture_output=True,
+                              text=True, timeout=300, env=_clean_env(TRITON_INTERPRET="1"))
+        if done.returncode != 0:
+            failures.append(f"stubs: `import {module}` fails: {done.stderr.strip().splitlines()[-1:]}")
+    return failures
 
 
 # --- 2 and 3. running the suites -------------------------------------------------------------------------------
@@ -247,6 +260,7 @@ def verify_handout(root: Path, handout: Path, tarball: Path, *, solution_modules
     steps = [
         ("repo assignment/ up to date", lambda: repo_stubs_current(root)),
         ("nothing from solutions/ or tests_hidden/ leaks", lambda: nothing_leaks(root, handout)),
+        ("every stub imports cleanly", lambda: stubs_import_cleanly(handout)),
         ("stubs score 0, every graded test not implemented", lambda: stubs_score_zero(root, handout, workdir)),
         ("solutions score full marks" + (f" ({', '.join(solution_modules)})" if solution_modules else ""),
          lambda: solutions_score_full(root, solution_modules, workdir)),
