@@ -256,3 +256,25 @@ def test_calibration_match_warns_when_the_model_differs():
 def test_fingerprint_without_a_gpu_still_names_the_versions():
     info = environment.fingerprint(measure=False)
     assert info["torch"] and "gpu_name" in info and "clocks_before" in info
+
+
+# --- the real isolated worker (CPU): the reply contract holds end to end --------------------------------
+
+
+def test_timing_round_trip_through_an_isolated_worker():
+    from grader.impl import make_impl
+
+    impl = make_impl("solutions", isolated=True)
+    try:
+        def check(output, inputs):
+            assert output == 2 * inputs[0], f"param_bytes({inputs[0]}, 'bf16') gave {output}"
+
+        sizes = iter(range(1000, 100000, 1000))
+        result = timing.measure_ratio(
+            impl, "accounting.param_bytes", lambda: (next(sizes), "bf16"),
+            {"python multiply": lambda n, dtype: (lambda: 2 * n)}, check=check, rounds=2,
+            warmup_ms=1, rep_ms=5, environment=lambda: [])
+    finally:
+        impl.close()
+    assert result.claimed_ms > 0 and result.ratio > 0
+    assert result.window is not None and result.window.input_sets >= 2
