@@ -223,6 +223,9 @@ def calibrate(gpu_name: str | None = None, dry_run: bool = False, calibration_fi
     for result in failed:
         print(f"reference {result.benchmark.kernel} {result.benchmark.case}: {result.status} {result.message}",
               file=sys.stderr)
+    for result in results:
+        if result.ok and result.perf.retry:
+            print(f"warning: {result.benchmark.case}: {'; '.join(result.perf.retry_reasons)}", file=sys.stderr)
     points = load_points(calibration_file=calibration_file, gpu_name=model)
     new = ladders_from(results, points)
     print(format_ladders(model, points, new))
