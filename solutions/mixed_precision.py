@@ -110,6 +110,9 @@ class DynamicLossScaler:
 
 
 def _check_step_arguments(model, compute_dtype, scaler):
+    """Raise ValueError for an unsupported compute dtype, fp16 without a scaler, or non-fp32 parameters;
+    return the device type ("cuda", "cpu") autocast should use."""
+    # BEGIN SOLUTION
     if compute_dtype not in LOW_PRECISION_DTYPES:
         raise ValueError(f"compute_dtype must be torch.bfloat16 or torch.float16; got {compute_dtype}")
     if compute_dtype == torch.float16 and scaler is None:
@@ -122,6 +125,7 @@ def _check_step_arguments(model, compute_dtype, scaler):
     if not_fp32:
         raise ValueError(f"master parameters must be torch.float32; got {not_fp32[:3]}")
     return params[0].device.type
+    # END SOLUTION
 
 
 def mixed_precision_step(model, optimizer, batch, loss_fn, *, compute_dtype=torch.bfloat16, scaler=None):
