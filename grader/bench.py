@@ -42,10 +42,14 @@ class LocalImpl:
     """`impl.run` for bench: the implementation's modules live in this process."""
 
     def __init__(self, name_or_path: str):
+        from grader.errors import GraderError
         from grader.impl import Modules, resolve
 
         self.label = name_or_path
-        self.modules = Modules(resolve(name_or_path))
+        try:
+            self.modules = Modules(resolve(name_or_path))
+        except FileNotFoundError as error:
+            raise GraderError(str(error)) from None
 
     def run(self, fn, *args, **kwargs):
         return fn(self.modules, *args, **kwargs)
@@ -117,7 +121,7 @@ def run_bench(impl_name: str, json_path: str | None = None, chart_path: str | No
     environment = fingerprint(measure=True)
     reasons = problems(environment)
     results = measure_all(impl_name, kernels, environment=lambda: reasons)
-    environment["clocks_after_bench"] = query_gpu(None).get("clocks")
+    environment["clocks_after_bench"] = query_gpu(environment.get("gpu_uuid")).get("clocks")
     points = load_points(gpu_name=environment["gpu_name"])
     print(format_environment(environment))
     print(format_table(results, points))

@@ -48,7 +48,7 @@ def fingerprint(measure: bool = True) -> dict:
         return info
     info["gpu_name"] = torch.cuda.get_device_name()
     info["gpu_count"] = torch.cuda.device_count()
-    uuid = _gpu_uuid(torch)
+    uuid = info["gpu_uuid"] = _gpu_uuid(torch)
     smi = query_gpu(uuid)
     info["driver"] = smi.get("driver")
     info["clocks_before"] = smi.get("clocks")

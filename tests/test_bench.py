@@ -28,6 +28,11 @@ def test_without_a_gpu_the_commands_say_so_and_fail(command):
     assert "needs a CUDA GPU" in result.output
 
 
+def test_an_unknown_implementation_is_a_one_line_error(tmp_path):
+    with pytest.raises(GraderError, match="not 'assignment', 'solutions' or a folder"):
+        bench.LocalImpl(str(tmp_path / "nowhere"))
+
+
 # --- benchmark descriptions -------------------------------------------------------------------------------
 
 
