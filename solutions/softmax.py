@@ -111,8 +111,8 @@ def online_softmax_update(m, l, acc, scores, values=None):
         acc' = acc * exp(m - base) + sum_j exp(s_j - base) * v_j
     A fully masked block (all -inf) leaves the state unchanged; no -inf - (-inf) is ever computed.
     """
-    _check_update_shapes(m, l, acc, scores, values)
     # BEGIN SOLUTION
+    _check_update_shapes(m, l, acc, scores, values)
     new_max = torch.maximum(m, scores.amax(dim=-1))
     base = _safe_base(new_max)
     # old terms were taken against m; rebase them onto the new maximum (exp(-inf) = 0 for an empty state)
@@ -153,11 +153,11 @@ def online_softmax(x, block_size):
          known once the whole row has been seen.
     A row of all -inf gives all zeros. Math in float32 (float64 stays float64); output dtype = x.dtype.
     """
+    # BEGIN SOLUTION
     if not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"block_size must be a positive int; got {block_size!r}")
     if x.dim() < 1 or not x.is_floating_point():
         raise ValueError(f"x must be a floating tensor with at least one dim; got {x.dtype} {tuple(x.shape)}")
-    # BEGIN SOLUTION
     xf = x.to(_math_dtype(x.dtype))
     n_cols = xf.shape[-1]
     m, l, acc = online_softmax_init(xf.shape[:-1], device=x.device, dtype=xf.dtype)
@@ -255,12 +255,12 @@ def softmax_triton(x):
     """
     if not TRITON_AVAILABLE:
         raise RuntimeError("softmax_triton needs Triton, which is not installed")
+    # BEGIN SOLUTION
     if not isinstance(x, torch.Tensor) or x.dtype not in SUPPORTED_DTYPES or x.dim() < 1:
         raise ValueError(
             f"softmax_triton takes a float32/float16/bfloat16 tensor with at least one dim; "
             f"got {getattr(x, 'dtype', type(x))} {tuple(getattr(x, 'shape', ()))}"
         )
-    # BEGIN SOLUTION
     n_cols = x.shape[-1]
     x2d = x.reshape(-1, n_cols) if n_cols > 0 else x.reshape(0, 0)
     if x2d.numel() == 0:

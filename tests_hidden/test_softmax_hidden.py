@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from grader.benchmarks import softmax as softmax_benchmarks
-from grader.testing import SOFTMAX_OPS, assert_close, assert_close_lowp, randn
+from grader.testing import SOFTMAX_OPS, assert_close, assert_close_lowp, randn, raises_from_student
 from grader.timing import measure_ratio
 
 LN2, LN3, LN6 = math.log(2.0), math.log(3.0), math.log(6.0)
@@ -217,6 +217,30 @@ def test_triton_huge_scores_and_masked_prefix(impl, gen, on_gpu, device, cols):
     out = run_triton(impl, x)
     assert not torch.isnan(out).any(), "NaN in softmax_triton output (huge, masked-prefix or all -inf row)"
     assert_softmax_close(out, x, on_gpu=on_gpu, interpreted_kernel=True, context=f"3x{cols} huge/masked rows")
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.check("softmax.errors")
+def test_update_with_mismatched_values_is_a_value_error(impl):
+    with raises_from_student(ValueError):
+        impl.softmax.online_softmax_update(*empty_state((2,), 3), torch.zeros(2, 4, dtype=F64),
+                                           torch.zeros(2, 5, 3, dtype=F64))
+
+
+@pytest.mark.check("softmax.errors")
+@pytest.mark.parametrize("block_size", [0, -2], ids=["zero", "negative"])
+def test_online_softmax_bad_block_size_is_a_value_error(impl, block_size):
+    with raises_from_student(ValueError):
+        impl.softmax.online_softmax(torch.zeros(2, 8), block_size)
+
+
+@pytest.mark.triton
+@pytest.mark.check("softmax.errors")
+def test_softmax_triton_integer_input_is_a_value_error(impl, device):
+    with raises_from_student(ValueError):
+        impl.softmax.softmax_triton(torch.ones(2, 8, dtype=torch.int32, device=device))
 
 
 # ------------------------------------------------------------------ performance (GPU only)
