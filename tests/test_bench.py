@@ -47,6 +47,21 @@ def test_every_kernel_has_benchmarks_with_a_graded_baseline():
             assert case.baselines and case.flops > 0 and case.bytes_moved > 0, case.case
 
 
+def test_every_target_names_a_function_the_solutions_define():
+    import importlib
+
+    from grader.impl import Modules, resolve
+
+    modules = Modules(resolve("solutions"))
+    for case in benchmarks():
+        if ":" in case.target:
+            module_name, factory = case.target.split(":")
+            assert callable(getattr(importlib.import_module(module_name), factory)), case.target
+        else:
+            module_name, function = case.target.split(".")
+            assert callable(getattr(modules.load(module_name), function)), case.target
+
+
 def test_unknown_kernel_is_a_clear_error():
     with pytest.raises(GraderError, match="unknown kernel"):
         benchmarks(["convolution"])
