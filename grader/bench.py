@@ -173,9 +173,11 @@ def format_table(results: list[CaseResult], points) -> str:
 
 
 def _achieved(case, milliseconds) -> str:
+    from grader.timing import throughput
+
     if case.unit == "GB/s":
-        return f"{case.bytes_moved / (milliseconds * 1e-3) / 1e9:,.0f} GB/s"
-    return f"{case.flops / (milliseconds * 1e-3) / 1e12:,.1f} TFLOP/s"
+        return f"{throughput(case.bytes_moved, milliseconds, 1e9):,.0f} GB/s"
+    return f"{throughput(case.flops, milliseconds, 1e12):,.1f} TFLOP/s"
 
 
 def _level(points, check_id, ratio) -> str:

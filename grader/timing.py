@@ -206,7 +206,8 @@ class PerfResult:
             "claimed_ms": round(self.claimed_ms, 6),
             "baseline_ms": {name: round(ms, 6) for name, ms in self.baselines_ms.items()},
             "ratios": {name: round(value, 4) for name, value in self.ratios.items()},
-            "rounds": [[round(r.submission_ms, 6), {n: round(ms, 6) for n, ms in r.baseline_ms.items()}]
+            "rounds": [{"claimed_ms": round(r.submission_ms, 6), "wall_ms": round(r.wall_ms, 3),
+                        "baseline_ms": {n: round(ms, 6) for n, ms in r.baseline_ms.items()}}
                        for r in self.rounds],
             "wall_bound_applied": self.bound_applied,
         }
