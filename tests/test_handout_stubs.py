@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -236,10 +234,6 @@ def test_write_removes_generated_leftover_but_keeps_foreign_files(tmp_path):
 # --- the repository itself ----------------------------------------------------------------------------
 
 
-def repo_modules() -> list[str]:
-    return sorted(p.stem for p in (REPO_ROOT / "solutions").glob("*.py") if p.name != "__init__.py")
-
-
 def test_repo_solutions_markers_are_well_formed():
     expected_stubs(REPO_ROOT)          # raises HandoutError naming file and line otherwise
 
@@ -250,15 +244,10 @@ def test_repo_assignment_is_up_to_date_with_solutions():
     assert not stale, f"assignment/ is stale, run `python -m grader handout stubs`: {stale}"
 
 
-@pytest.mark.parametrize("module", repo_modules() or ["__none__"])
-def test_repo_stub_imports_cleanly(module, tmp_path):
-    if module == "__none__":
-        pytest.skip("no solutions modules yet")
-    root = make_repo(tmp_path, {})
-    (root / "assignment").mkdir()
+def test_repo_stubs_import_cleanly(tmp_path):
+    from grader.handout.verify import stubs_import_cleanly
+
+    (tmp_path / "assignment").mkdir()
     for name, text in expected_stubs(REPO_ROOT).items():
-        (root / "assignment" / name).write_text(text)
-    done = subprocess.run([sys.executable, "-c", f"import assignment.{module}"], cwd=root,
-                          capture_output=True, text=True, timeout=120,
-                          env={**__import__("os").environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(root)})
-    assert done.returncode == 0, done.stderr[-2000:]
+        (tmp_path / "assignment" / name).write_text(text)
+    assert stubs_import_cleanly(tmp_path) == []
