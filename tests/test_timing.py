@@ -240,6 +240,27 @@ def test_gpu_pids_from_another_namespace_are_not_blamed():
     assert environment.foreign_pids([5123, 5124], ours={10, 11}, me=10) == []
 
 
+def test_nvidia_smi_clocks_are_read_for_our_gpu(monkeypatch):
+    rows = [["GPU-aaa", "580.65", "1980", "3201"], ["GPU-bbb", "580.65", "345", "1593"]]
+    monkeypatch.setattr(environment, "_smi", lambda arguments: rows)
+    assert environment.query_gpu("GPU-bbb") == {"driver": "580.65", "clocks": {"sm_mhz": 345, "mem_mhz": 1593}}
+    assert environment.query_gpu(None)["clocks"]["sm_mhz"] == 1980
+
+
+def test_without_nvidia_smi_the_query_is_empty(monkeypatch):
+    monkeypatch.setattr(environment, "_smi", lambda arguments: [])
+    assert environment.query_gpu("GPU-aaa") == {}
+    assert environment.other_gpu_processes("GPU-aaa") == []
+
+
+def test_processes_on_other_gpus_are_ignored(monkeypatch):
+    import os
+
+    rows = [[str(os.getpid()), "GPU-aaa"], ["999999", "GPU-bbb"], ["888888", "GPU-aaa"]]
+    monkeypatch.setattr(environment, "_smi", lambda arguments: rows)
+    assert environment.other_gpu_processes("GPU-aaa") == [888888]
+
+
 def test_unknown_gpu_models_have_no_norm():
     assert environment.norm_for("NVIDIA GeForce RTX 4090") is None
     assert environment.norm_for("NVIDIA H200") is not None
