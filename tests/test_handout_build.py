@@ -222,6 +222,8 @@ def test_markdown_converter_renders_blocks_and_escapes_text():
 
         - one
         - two
+          - two.a
+        - three
 
         ```python
         if a < b:
@@ -232,7 +234,7 @@ def test_markdown_converter_renders_blocks_and_escapes_text():
     assert "<strong>bold</strong>" in page and "<em>em</em>" in page
     assert "&lt;tag&gt; &amp;" in page and '<a href="https://example.org">link</a>' in page
     assert "<th>a</th>" in page and "<td>1</td>" in page
-    assert "<ul><li>one</li><li>two</li></ul>" in page
+    assert "<ul><li>one</li><li>two<ul><li>two.a</li></ul></li><li>three</li></ul>" in page
     assert '<pre><code class="language-python">if a &lt; b:\n    pass</code></pre>' in page
 
 

@@ -220,7 +220,10 @@ def handout_installs_and_tests(tarball: Path, workdir: Path | None = None) -> tu
     """Unpack, make a venv reusing this Python's packages, `make install` offline, `make test`."""
     workdir = Path(workdir or tempfile.mkdtemp(prefix="handout-install-"))
     with tarfile.open(tarball) as archive:
-        archive.extractall(workdir, filter="data")
+        try:
+            archive.extractall(workdir, filter="data")
+        except TypeError:   # Python without extraction filters (before 3.10.12 / 3.11.4)
+            archive.extractall(workdir)
     folders = [p for p in workdir.iterdir() if p.is_dir()]
     if len(folders) != 1:
         return [f"install: the tarball should hold one folder, found {[p.name for p in folders]}"], ""

@@ -270,17 +270,15 @@ def markdown_to_html(text: str) -> str:
                 i += 1
             out.append(_table(rows))
         elif re.match(r"([-*]|\d+\.) ", stripped):
-            ordered = stripped[0].isdigit()
-            items: list[str] = []
+            items: list[tuple[int, str]] = []        # (indentation, text)
             while i < len(lines) and lines[i].strip():
                 item = lines[i].strip()
                 if re.match(r"([-*]|\d+\.) ", item):
-                    items.append(item.split(" ", 1)[1])
+                    items.append((len(lines[i]) - len(lines[i].lstrip()), item.split(" ", 1)[1]))
                 else:                              # continuation line of the previous item
-                    items[-1] += " " + item
+                    items[-1] = (items[-1][0], items[-1][1] + " " + item)
                 i += 1
-            tag = "ol" if ordered else "ul"
-            out.append(f"<{tag}>" + "".join(f"<li>{_inline(item)}</li>" for item in items) + f"</{tag}>")
+            out.append(_list(items, ordered=stripped[0].isdigit()))
         elif stripped.startswith(">"):
             quote = []
             while i < len(lines) and lines[i].strip().startswith(">"):
@@ -299,6 +297,23 @@ def markdown_to_html(text: str) -> str:
 def _starts_block(stripped: str) -> bool:
     return (stripped.startswith(("```", "|", ">")) or bool(re.match(r"#{1,6} ", stripped))
             or bool(re.match(r"([-*]|\d+\.) ", stripped)))
+
+
+def _list(items: list[tuple[int, str]], ordered: bool) -> str:
+    """Items indented deeper than the first become a nested list inside the item before them."""
+    tag = "ol" if ordered else "ul"
+    base = items[0][0]
+    parts, index = [f"<{tag}>"], 0
+    while index < len(items):
+        indent, text = items[index]
+        nested_end = index + 1
+        while nested_end < len(items) and items[nested_end][0] > base:
+            nested_end += 1
+        inner = _list(items[index + 1: nested_end], ordered=False) if nested_end > index + 1 else ""
+        parts.append(f"<li>{_inline(text)}{inner}</li>")
+        index = nested_end
+    parts.append(f"</{tag}>")
+    return "".join(parts)
 
 
 def _table(rows: list[list[str]]) -> str:
