@@ -53,7 +53,8 @@ def attention_flops(batch, heads, n, d, causal, mode):
 
 
 def relative_error(actual, expected):
-    return float((actual.float() - expected.float()).norm() / expected.float().norm())
+    actual, expected = actual.detach().float(), expected.detach().float()
+    return float((actual - expected).norm() / expected.norm())
 
 
 def naive_attention(q, k, v, causal):
@@ -203,8 +204,8 @@ def main(argv=None):
     if args.no_table:
         return
     results = []
-    for d in HEAD_DIMS:
-        for n in ((4096, 8192) if args.quick else SEQ_LENS):
+    for n in ((4096, 8192) if args.quick else SEQ_LENS):
+        for d in HEAD_DIMS:
             for causal in (False, True):
                 result = bench_case(n, d, causal)
                 print_case(result)

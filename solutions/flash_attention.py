@@ -47,6 +47,14 @@ def _jit(fn):
     return fn if triton is None else triton.jit(fn)
 
 
+def _jit_kernel(fn):
+    """`_jit` for launched kernels: sizes are not specialised (by divisibility by 16), so a new
+    sequence length reuses the compiled kernel instead of compiling another variant."""
+    if triton is None:
+        return fn
+    return triton.jit(fn, do_not_specialize=["n_heads", "seq_len_q", "seq_len_k"])
+
+
 # ---------------------------------------------------------------------------------------------
 # Input checks shared by both paths
 # ---------------------------------------------------------------------------------------------
@@ -216,9 +224,10 @@ def _fwd_config(head_dim, dtype):
         return dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)
     if dtype == torch.float32:  # 4-byte tiles: half the tile area fits the same shared memory
         return dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2)
+    # H200 sweep (scripts/bench_flash_attention.py --sweep, bf16, N=4096): 8 warps = two warpgroups
     if head_dim <= 64:
-        return dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=3)
-    return dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)
+        return dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)
+    return dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3)
 
 
 def _bwd_config(head_dim, dtype):
@@ -228,8 +237,8 @@ def _bwd_config(head_dim, dtype):
     if dtype == torch.float32:
         return dict(BLOCK_M1=32, BLOCK_N1=64, BLOCK_M2=64, BLOCK_N2=32, num_warps=4, num_stages=2)
     if head_dim <= 64:
-        return dict(BLOCK_M1=64, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=64, num_warps=8, num_stages=3)
-    return dict(BLOCK_M1=64, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=64, num_warps=8, num_stages=2)
+        return dict(BLOCK_M1=32, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=32, num_warps=4, num_stages=3)
+    return dict(BLOCK_M1=64, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=64, num_warps=8, num_stages=3)
 
 
 def _dot_precision(dtype):
@@ -290,7 +299,7 @@ def _attn_fwd_inner(acc, l_i, m_i, q,
     # END SOLUTION
 
 
-@_jit
+@_jit_kernel
 def _attn_fwd(
     # pointers
     q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
@@ -398,7 +407,7 @@ def flash_attention_forward(q, k, v, is_causal=False):
 # 4. Triton backward (FA-2 Algorithm 2): D = rowsum(dO * O), then dK/dV and dQ, P recomputed
 # ---------------------------------------------------------------------------------------------
 
-@_jit
+@_jit_kernel
 def _attn_bwd_preprocess(
     # pointers
     o_ptr, do_ptr, delta_ptr,
@@ -464,7 +473,7 @@ def _attn_bwd_dkdv_inner(dk, dv, k, v,
     # END SOLUTION
 
 
-@_jit
+@_jit_kernel
 def _attn_bwd_dkdv(
     # pointers
     q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, delta_ptr,
@@ -569,7 +578,7 @@ def _attn_bwd_dq_inner(dq, q, do, lse2, delta,
     # END SOLUTION
 
 
-@_jit
+@_jit_kernel
 def _attn_bwd_dq(
     # pointers
     q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_ptr,
