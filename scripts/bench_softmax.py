@@ -32,8 +32,8 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 MAX_ABS_ERROR = {"fp32": 1e-5, "bf16": 1e-2}
 
 # --sweep: module constants of solutions.softmax to vary, per path
-ONE_PASS_SWEEP = [{"ONE_PASS_TILE_ELEMS": tile, "ONE_PASS_ELEMS_PER_THREAD": ept}
-                  for tile in (4096, 8192, 16384) for ept in (8, 16, 32)]
+ONE_PASS_SWEEP = [{"ONE_PASS_TILE_ELEMS": tile, "ONE_PASS_BYTES_PER_THREAD": bpt}
+                  for tile in (4096, 8192, 16384) for bpt in (32, 64, 128)]
 ONLINE_SWEEP = [{"ONLINE_BLOCK_COLS": block, "ONLINE_NUM_WARPS": warps}
                 for block in (2048, 4096, 8192) for warps in (4, 8, 16)]
 

@@ -1,6 +1,6 @@
 """Time solutions.mixed_precision.mixed_precision_step against the same step written plainly.
 
-    PYTHONPATH=. python scripts/bench_training_step.py [--json results.jsonl] [--rounds 3]
+    PYTHONPATH=. python scripts/bench_training_step.py [--json results.jsonl] [--rounds 5]
 
 The model is one pre-norm transformer block (LayerNorm, 16-head attention through
 F.scaled_dot_product_attention, LayerNorm, 4x GELU MLP; d_model 1024, 8 x 1024 tokens) trained with
@@ -64,7 +64,7 @@ def plain_step(model, optimizer, batch):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="also write the result as one JSON line to this file")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_training_step: needs a CUDA GPU", file=sys.stderr)

@@ -38,15 +38,16 @@ except ImportError:  # no Triton (e.g. macOS): the PyTorch-only functions below 
 
 NEG_INF = float("-inf")
 
+# Launch settings, chosen from a sweep on an H200 (scripts/bench_softmax.py --sweep, 256 MB tensors).
 # Rows whose padded length is at most this many columns are done in one pass, the whole row in
 # registers; longer rows use the two-pass online kernel.
 ONE_PASS_MAX_COLS = 16384
 # The one-pass kernel packs several short rows into one program until its tile holds this many elements.
 ONE_PASS_TILE_ELEMS = 8192
-# Threads per program follow the tile: about this many elements per thread (num_warps from 1 to 16).
-ONE_PASS_ELEMS_PER_THREAD = 16
+# Threads per program follow the tile's bytes: about 64 bytes of input per thread (16 fp32, 32 bf16).
+ONE_PASS_BYTES_PER_THREAD = 64
 # Column block of the online kernel: how much of a long row one loop iteration reads.
-ONLINE_BLOCK_COLS = 4096
+ONLINE_BLOCK_COLS = 8192
 ONLINE_NUM_WARPS = 8
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -236,12 +237,12 @@ def _next_power_of_2(n):
     return 1 << max(0, n - 1).bit_length()
 
 
-def _one_pass_launch(n_rows, n_cols):
+def _one_pass_launch(n_rows, n_cols, element_size):
     """(grid, BLOCK_ROWS, BLOCK_COLS, num_warps) for the one-pass kernel: ~ONE_PASS_TILE_ELEMS per program."""
     block_cols = _next_power_of_2(n_cols)
     block_rows = max(1, min(32, ONE_PASS_TILE_ELEMS // block_cols))
-    tile = block_rows * block_cols
-    num_warps = max(1, min(16, tile // (32 * ONE_PASS_ELEMS_PER_THREAD)))
+    tile_bytes = block_rows * block_cols * element_size
+    num_warps = max(1, min(16, tile_bytes // (32 * ONE_PASS_BYTES_PER_THREAD)))
     grid = (triton.cdiv(n_rows, block_rows),)
     return grid, block_rows, block_cols, num_warps
 
@@ -270,7 +271,7 @@ def softmax_triton(x):
     n_rows = x2d.shape[0]
     y2d = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if _next_power_of_2(n_cols) <= ONE_PASS_MAX_COLS:
-        grid, block_rows, block_cols, num_warps = _one_pass_launch(n_rows, n_cols)
+        grid, block_rows, block_cols, num_warps = _one_pass_launch(n_rows, n_cols, x.element_size())
         _softmax_one_pass_kernel[grid](x2d, y2d, n_rows, n_cols, x2d.stride(0), y2d.stride(0),
                                        BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, num_warps=num_warps)
     else:
