@@ -277,6 +277,11 @@ def test_stubs_score_zero_and_every_graded_test_is_not_implemented(built, tmp_pa
     assert not failures, "\n".join(failures)
 
 
+def test_handout_grader_alone_passes_the_solutions_on_the_public_suite(built, tmp_path):
+    failures = verify.solutions_pass_inside_handout(REPO_ROOT, built, tmp_path)
+    assert not failures, "\n".join(failures)
+
+
 def test_solutions_pass_every_test_of_the_quick_problems(tmp_path):
     modules = [m for m in QUICK_SOLUTION_MODULES if (REPO_ROOT / "solutions" / f"{m}.py").exists()]
     if not modules:

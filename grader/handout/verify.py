@@ -3,7 +3,8 @@
 1. `repo_stubs_current`: the repo's assignment/ is what the builder generates, and
    `stubs_import_cleanly`: every generated module imports in a fresh interpreter.
 2. `solutions_score_full`: the solutions earn every point of both suites that can run here.
-3. `stubs_score_zero`: the stubs earn nothing, and every graded test reports "not implemented".
+3. `stubs_score_zero`: the stubs earn nothing, and every graded test reports "not implemented";
+   `solutions_pass_inside_handout`: the grader as shipped (import closure only) passes the solutions.
 4. `nothing_leaks`: no solution code, hidden test name or hidden check in any handout file.
 5. `handout_installs_and_tests`: the tarball, unpacked into a fresh folder, installs into a fresh venv
    and `make test` there runs the public suite and prints the points summary.
@@ -142,6 +143,20 @@ def stubs_score_zero(root: Path, handout: Path, workdir: Path | None = None) -> 
     return failures
 
 
+def solutions_pass_inside_handout(root: Path, handout: Path, workdir: Path | None = None) -> list[str]:
+    """The handout's own grader (only what was shipped) passes the solutions on every public test."""
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="handout-inside-"))
+    results, finished, output, rc = run_suites(handout, str(root / "solutions"), ["tests_public"],
+                                               workdir / "inside.jsonl", log=workdir / "inside.log")
+    if results is None or not finished:
+        return [f"inside: the public suite did not finish in the handout (exit {rc}): {output[-1500:]}"]
+    failures = [f"inside: {t.nodeid} is {t.outcome} with the handout's grader: {t.message[:300]}"
+                for t in results.tests if t.outcome not in (PASSED, NOT_RUN_HERE)]
+    if not results.tests:
+        failures.append("inside: the handout's public suite collected no tests")
+    return failures
+
+
 # --- 4. leaks -------------------------------------------------------------------------------------------------
 
 
@@ -275,6 +290,8 @@ def verify_handout(root: Path, handout: Path, tarball: Path, *, solution_modules
         ("nothing from solutions/ or tests_hidden/ leaks", lambda: nothing_leaks(root, handout)),
         ("every stub imports cleanly", lambda: stubs_import_cleanly(handout)),
         ("stubs score 0, every graded test not implemented", lambda: stubs_score_zero(root, handout, workdir)),
+        ("the handout's own grader passes the solutions on the public suite",
+         lambda: solutions_pass_inside_handout(root, handout, workdir)),
         ("solutions score full marks" + (f" ({', '.join(solution_modules)})" if solution_modules else ""),
          lambda: solutions_score_full(root, solution_modules, workdir)),
         ("the tarball installs in a fresh venv and `make test` runs", lambda: handout_installs_and_tests(
