@@ -294,3 +294,5 @@ def test_unpacked_handout_installs_in_a_fresh_venv_and_make_test_prints_points(b
     failures, output = verify.handout_installs_and_tests(built.parent / "handout.tar.gz", tmp_path)
     assert not failures, "\n".join(failures)
     assert re.search(r"^TOTAL\s+\d+\.\d\d / ", output, re.MULTILINE), output[-2000:]
+    assert re.search(r"^Not measured here: [\d.]+ points of hidden tests and [\d.]+ points of GPU", output,
+                     re.MULTILINE), output[-2000:]
