@@ -248,6 +248,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     196 and 225 tiles (two waves, 74% and 85% full) and 128 x 64 tiles 392 (three waves, 99% full) and
     435 (four waves, 82% full). Which is fastest depends on the size, so the autotuner times the
     candidates once per new shape and dtype and remembers the winner.
+
+    Measured on an H200 (bf16, this kernel vs cuBLAS): 4096^3 667 vs 691 TFLOP/s, 8192^3 659 vs 681;
+    1792^3 342 vs 466 (the autotuner picks 128 x 256 tiles: 98 tiles keep 74% of the 132 SMs busy,
+    and 342/466 = 0.73); 1793^3 only 67 vs 102. That last drop is not waves but alignment: a row of
+    1793 bf16 values is 3586 bytes, not a multiple of 16, so neither kernel can use 16-byte vector
+    loads (the lecture's point that sizes divisible only by 1 or 2 run badly; pad to a multiple of 64).
     """
     # BEGIN SOLUTION
     check_matmul_inputs(a, b)
