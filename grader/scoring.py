@@ -77,8 +77,11 @@ def _score_check(check: Check, tests: list[TestRecord]) -> CheckScore:
         return CheckScore(check, 0.0, tests)
     if check.perf:
         return _score_perf(check, tests)
-    passed = sum(t.outcome == PASSED for t in tests)
-    return CheckScore(check, check.points * passed / len(tests), tests)
+    # Tests not run on this machine (GPU-only cases of a check) neither earn nor lose: the estimate is
+    # over the cases that ran. On the grading GPU every case runs.
+    ran = [t for t in tests if t.outcome != NOT_RUN_HERE]
+    passed = sum(t.outcome == PASSED for t in ran)
+    return CheckScore(check, check.points * passed / len(ran) if ran else 0.0, tests)
 
 
 def _score_perf(check: Check, tests: list[TestRecord]) -> CheckScore:
