@@ -1,0 +1,2 @@
+# modules: softmax matmul flash_attention
+"""No attack: the reference solutions, graded in the same batch as every attack (full marks)."""

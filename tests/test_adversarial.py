@@ -1,0 +1,341 @@
+"""The adversarial gallery (issue 9): hostile and broken submissions graded by the real runner.
+
+Every folder in tests/submissions/ is one attack: `attack.py` is appended to the reference solution
+of its target module (a header line `# target: softmax`), the submission holds the reference modules
+named by `# modules:` (default softmax and matmul), and `files/` is copied in beside them as planted
+extras. All of them, plus the clean reference, are graded in ONE batch through `grader.runner.grade_all`
+(sandboxed when bubblewrap is installed) against the small suite in tests/submissions/_suite. Then,
+per attack: its status and reason, the checks it must lose (zero), the checks it must keep (full
+points), and for the whole batch: nothing outside the scratch changed, no process of a submission
+survives, no network connection arrived. Expected failures (xfail, strict) are holes this gallery
+found; the report and SECURITY.md say how to close each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from grader import runner
+from grader.sandbox import find_bwrap
+
+GALLERY = Path(__file__).resolve().parent / "submissions"
+SUITE = GALLERY / "_suite"
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_MODULES = ("softmax", "matmul")
+CALL_TIMEOUT_S = "20"       # per call (includes a fresh worker's start-up on a loaded 2-core box)
+BATCH_TIMEOUT_S = 150       # per submission: generous, so only a real hang could reach it
+
+TRITON, FRESH, ONLINE, HIDDEN = ("softmax.gallery.triton", "softmax.gallery.fresh", "softmax.gallery.online",
+                                 "softmax.gallery.hidden")
+MATMUL, ATTENTION = "matmul.gallery.triton", "flash_attention.gallery.forward"
+SOFTMAX_ALL = (TRITON, FRESH, ONLINE, HIDDEN)
+SOFTMAX_TRITON = (TRITON, FRESH, HIDDEN)     # every check that calls softmax_triton
+SANDBOXED = find_bwrap() is not None
+needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason="bubblewrap not installed: graded without a "
+                                   "sandbox, which does not contain the filesystem, network or processes")
+
+
+@dataclass(frozen=True)
+class Expect:
+    zero: tuple[str, ...] = ()          # checks the attack must not score on
+    kept: tuple[str, ...] = ()          # checks it must keep in full (unaffected code)
+    message: str = ""                   # regex: a test message of a zero check says why
+    status: str = "graded"
+
+
+EXPECTED = {
+    "clean": Expect(kept=SOFTMAX_ALL + (MATMUL, ATTENTION)),
+    "hang_loop": Expect(zero=(ONLINE,), kept=SOFTMAX_TRITON + (MATMUL,), message=r"did not return within 20 s"),
+    "exit_at_import": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,), message=r"died \(exit code 0\)"),
+    "sys_exit_at_import": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,), message=r"SystemExit"),
+    "segfault": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"died \(exit code -11\)"),
+    "syntax_error": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,), message=r"SyntaxError"),
+    "missing_module": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,), message=r"softmax\.py is missing"),
+    "import_missing_package": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,),
+                                     message=r"gallery_package_that_does_not_exist"),
+    "flood_stdout": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
+    "orphan_processes": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
+    "memory_hog": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"MemoryError"),
+    "torch_softmax_in_triton": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"torch\.softmax"),
+    "torch_matmul_in_triton": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL, message=r"torch\.matmul"),
+    "sdpa_in_triton": Expect(zero=(ATTENTION,), kept=SOFTMAX_ALL + (MATMUL,),
+                             message=r"scaled_dot_product_attention"),
+    "aten_overload_bypass": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL),
+    "torch_math_dummy_kernel": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL)),
+    "cached_output": Expect(zero=(FRESH,), kept=(TRITON, HIDDEN, ONLINE, MATMUL),
+                            message=r"mismatch|no Triton kernel was launched"),
+    "mutate_inputs": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"mismatch"),
+    "planted_files": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,), message=r"not implemented yet"),
+    "read_hidden_tests": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,)),
+    "network": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
+    "patch_checker_libs": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"mismatch"),
+    "patch_guards": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL)),
+    "lying_subclass": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"subclass|does not accept"),
+    "channel_garbage": Expect(zero=SOFTMAX_TRITON, kept=(MATMUL,), message=r"unreadable reply|does not accept"),
+    "forge_results_pipe": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,)),
+    "escape_filesystem": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
+}
+
+HOLES = {  # attack -> why it still scores today (strict xfail: fixing the hole makes the test pass)
+    "aten_overload_bypass": "guards bug: forbid_ops matches func.__name__, and torch.ops.aten.mm.default "
+                            "is named 'mm.default', so the op overload is not forbidden",
+    "torch_math_dummy_kernel": "no static scan / outside cross-check yet: softmax from torch.exp + torch.sum "
+                               "plus one dummy Triton launch satisfies both worker-side guards",
+    "patch_guards": "guards run in the worker and are trusted as claims; the static scan (grader.scan) "
+                    "that should back them does not exist",
+}
+
+
+def attack_names() -> list[str]:
+    return sorted(p.name for p in GALLERY.iterdir() if (p / "attack.py").is_file())
+
+
+def header(text: str, key: str) -> list[str]:
+    match = re.search(rf"^# {key}: (.+)$", text, re.MULTILINE)
+    return match.group(1).split() if match else []
+
+
+def build_submission(attack: Path, dest: Path, substitutions: dict[str, str]) -> None:
+    """Reference modules + the attack appended to its target module + planted files."""
+    text = (attack / "attack.py").read_text()
+    for key, value in substitutions.items():
+        text = text.replace(key, value)
+    dest.mkdir(parents=True)
+    targets = header(text, "target")
+    for module in header(text, "modules") or DEFAULT_MODULES:
+        source = (REPO / "solutions" / f"{module}.py").read_text()
+        if module in targets:
+            source += f"\n\n# ---- attack: {attack.name} ----\n" + text
+        (dest / f"{module}.py").write_text(source)
+    if (attack / "files").is_dir():
+        shutil.copytree(attack / "files", dest, dirs_exist_ok=True)
+
+
+def tree_digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+class Listener:
+    """Accepts connections on a TCP port of this host's loopback and on a Unix socket in /var/tmp."""
+
+    def __init__(self, token: str):
+        self.received: list[str] = []
+        self.tcp = socket.create_server(("127.0.0.1", 0))
+        self.port = self.tcp.getsockname()[1]
+        self.unix_path = f"/var/tmp/gallery-{token}.sock"
+        self.unix = socket.socket(socket.AF_UNIX)
+        self.unix.bind(self.unix_path)
+        self.unix.listen()
+        self.threads = [threading.Thread(target=self._serve, args=(s, kind), daemon=True)
+                        for s, kind in ((self.tcp, "tcp"), (self.unix, "unix"))]
+        for thread in self.threads:
+            thread.start()
+
+    def _serve(self, server, kind):
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            with connection:
+                connection.settimeout(2)
+                try:
+                    self.received.append(f"{kind}: {connection.recv(200)!r}")
+                except OSError:
+                    self.received.append(f"{kind}: connected")
+
+    def close(self):
+        for server in (self.tcp, self.unix):
+            server.close()
+        Path(self.unix_path).unlink(missing_ok=True)
+
+
+def processes_with(token: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if token.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    """Grade every attack and the clean reference in one batch; record what escaped."""
+    token = uuid.uuid4().hex[:12]
+    root = tmp_path_factory.mktemp("gallery")
+    (root / "suite" / "tests_public").mkdir(parents=True)
+    (root / "suite" / "tests_hidden").mkdir()
+    shutil.copy(SUITE / "public.py", root / "suite" / "tests_public" / "test_gallery.py")
+    shutil.copy(SUITE / "hidden.py", root / "suite" / "tests_hidden" / "test_gallery_hidden.py")
+    shutil.copytree(SUITE / "points", root / "suite" / "points")
+    listener = Listener(token)
+    substitutions = {"__TOKEN__": token, "__PORT__": str(listener.port), "__UNIX_SOCKET__": listener.unix_path}
+    for name in attack_names():
+        build_submission(GALLERY / name, root / "submissions" / name, substitutions)
+    before = {name: tree_digest(root / name) for name in ("submissions", "suite")}
+
+    escaped: list[str] = []          # marker files found in the grader's scratch before it is deleted
+    real_rmtree = shutil.rmtree
+
+    def inspecting_rmtree(path, *args, **kwargs):
+        escaped.extend(str(p) for p in Path(path).rglob(f"gallery-escape-{token}-*"))
+        return real_rmtree(path, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner.shutil, "rmtree", inspecting_rmtree)
+        patch.setenv("GRADER_CALL_TIMEOUT", CALL_TIMEOUT_S)
+        status = runner.grade_all(root / "submissions", out=root / "out", suite="all", gpus="", jobs=2,
+                                  timeout=BATCH_TIMEOUT_S, tests_root=root / "suite",
+                                  points_dir=root / "suite" / "points", no_perf=True, quiet=True)
+    survivors = processes_with(f"gallery-orphan-{token}")
+    on_host = [str(p) for folder in (Path("/var/tmp"), Path("/tmp"))
+               for p in folder.glob(f"gallery-escape-{token}-*")]
+    listener.close()
+    yield {"root": root, "out": root / "out", "status": status, "token": token, "before": before,
+           "escaped": escaped + on_host, "survivors": survivors, "received": listener.received}
+    for pid in survivors:            # started by this test's submissions: end them by id
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    for marker in on_host:
+        Path(marker).unlink(missing_ok=True)
+
+
+def result_of(batch, name: str) -> dict:
+    return json.loads((batch["out"] / name / "result.json").read_text())
+
+
+def checks_of(result: dict) -> dict[str, dict]:
+    return {check["id"]: check for problem in result["problems"] for check in problem["checks"]}
+
+
+def attack_params():
+    params = []
+    for name in attack_names():
+        marks = []
+        if name in HOLES:
+            marks.append(pytest.mark.xfail(strict=True, reason=HOLES[name]))
+        params.append(pytest.param(name, marks=marks))
+    return params
+
+
+def test_every_attack_has_an_expectation():
+    assert sorted(EXPECTED) == attack_names()
+
+
+def test_batch_finishes_and_writes_every_submission(batch):
+    assert batch["status"] == 0
+    graded = sorted(p.name for p in batch["out"].iterdir() if (p / "result.json").is_file())
+    assert graded == attack_names()
+
+
+@pytest.mark.parametrize("name", attack_params())
+def test_attack_scores_nothing_it_should_not_and_keeps_the_rest(batch, name):
+    expect = EXPECTED[name]
+    result = result_of(batch, name)
+    assert result["status"] == expect.status, result["reason"]
+    if expect.status == "graded":
+        assert result["reason"] == "" and result["sandbox"] == ("bubblewrap" if SANDBOXED else "none")
+    checks = checks_of(result)
+    gained = {check: checks[check]["earned"] for check in expect.zero if checks[check]["earned"] > 0}
+    assert not gained, f"{name} scored on checks it must lose: {gained}"
+    lost = {check: [t["message"][:300] for t in checks[check]["tests"] if t["outcome"] != "passed"]
+            for check in expect.kept if checks[check]["earned"] != checks[check]["points"]}
+    assert not lost, f"{name} lost points on code it did not touch: {lost}"
+    if expect.message:
+        messages = "\n".join(t["message"] for check in expect.zero for t in checks[check]["tests"])
+        assert re.search(expect.message, messages), messages[:2000]
+
+
+def test_clean_submission_in_the_same_batch_gets_full_marks(batch):
+    result = result_of(batch, "clean")
+    assert result["status"] == "graded"
+    assert result["score"] == {"earned": 18.0, "possible": 18.0, "total": 18.0}
+
+
+def test_attacks_never_score_more_than_the_clean_reference(batch):
+    clean = result_of(batch, "clean")["score"]["earned"]
+    for name in attack_names():
+        if name not in HOLES:
+            assert result_of(batch, name)["score"]["earned"] <= clean, name
+
+
+def test_planted_files_are_ignored_and_listed(batch):
+    ignored = " ".join(result_of(batch, "planted_files")["ignored"])
+    for planted in ("conftest.py", "pytest.ini", "gallery_plugin.py", "sitecustomize.py", "gallery.pth",
+                    "results.jsonl", "result.json", "grader/plugin.py", "tests_hidden/test_gallery_hidden.py"):
+        assert planted in ignored, (planted, ignored)
+
+
+def test_flood_keeps_the_log_bounded(batch):
+    log = batch["out"] / "flood_stdout" / "log.txt"
+    assert log.stat().st_size <= runner.LOG_HEAD + runner.LOG_TAIL + 200
+    assert len(result_of(batch, "flood_stdout")["log_tail"]) <= 4000
+
+
+def test_inputs_and_the_suite_are_unchanged(batch):
+    for name, digest in batch["before"].items():
+        assert tree_digest(batch["root"] / name) == digest, f"{name} changed during grading"
+
+
+@needs_sandbox
+def test_no_process_of_a_submission_survives(batch):
+    assert batch["survivors"] == []
+
+
+@needs_sandbox
+def test_plain_writes_outside_the_scratch_do_not_land(batch):
+    plain = [p for p in batch["escaped"] if "remount" not in p]
+    assert plain == []
+
+
+@needs_sandbox
+def test_remounting_the_sandbox_read_write_does_not_work(batch):
+    """As root, bubblewrap keeps every capability unless told to drop them (--cap-drop ALL)."""
+    assert [p for p in batch["escaped"] if "remount" in p] == []
+
+
+@needs_sandbox
+def test_no_tcp_connection_leaves_the_sandbox(batch):
+    assert [r for r in batch["received"] if r.startswith("tcp")] == []
+
+
+@needs_sandbox
+@pytest.mark.xfail(strict=True, reason="sandbox bug: --unshare-net does not cover Unix sockets on the "
+                   "host filesystem (/var/tmp, /run: docker.sock, dbus); mask them with tmpfs")
+def test_no_unix_socket_connection_leaves_the_sandbox(batch):
+    assert [r for r in batch["received"] if r.startswith("unix")] == []
+
+
+@pytest.mark.xfail(strict=True, reason="design gap: the worker can read the hidden tests (it must import "
+                   "them for impl.run) and error messages carry them into the student's report")
+def test_hidden_tests_do_not_reach_the_students_report(batch):
+    report = (batch["out"] / "read_hidden_tests" / "report.html").read_text()
+    assert "GALLERY-HIDDEN-SENTINEL" not in report
+
+
+def test_channel_garbage_is_refused_not_run_by_the_checker(batch):
+    messages = [t["message"] for check in checks_of(result_of(batch, "channel_garbage")).values()
+                for t in check["tests"]]
+    assert any(re.search(r"references (posix|os)\.system, which the checker does not accept", m)
+               for m in messages), messages
+    assert not any("channel" in p for p in batch["escaped"])
