@@ -89,6 +89,16 @@ def test_tarball_unpacks_to_one_folder_with_the_same_files(built):
     assert {n.split("/", 1)[1] for n in names} == files_under(built)
 
 
+def test_student_pyproject_packages_grader_and_assignment_with_the_repo_dependencies(built):
+    from grader.points import tomllib
+
+    student = tomllib.loads((built / "pyproject.toml").read_text())
+    repo = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    assert student["project"]["dependencies"] == repo["project"]["dependencies"]
+    assert student["tool"]["setuptools"]["packages"]["find"]["include"] == ["grader*", "assignment*"]
+    assert "-p grader.plugin" in student["tool"]["pytest"]["ini_options"]["addopts"]
+
+
 def test_build_refuses_to_delete_a_folder_that_is_not_a_handout(tmp_path):
     (tmp_path / "precious.txt").write_text("keep me")
     with pytest.raises(HandoutError, match="does not look like a handout"):

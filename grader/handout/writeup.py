@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import html
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,6 +174,7 @@ def environment(root: Path) -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["pts"] = format_points
+    env.filters["toml_str"] = lambda text: json.dumps(text, ensure_ascii=False)   # JSON strings are TOML strings
     env.filters["indent_block"] = lambda text, prefix="    ": "\n".join(
         (prefix + line) if line.strip() else "" for line in text.splitlines())
     return env
