@@ -60,7 +60,13 @@ def _jit_kernel(fn):
 # ---------------------------------------------------------------------------------------------
 
 def _check_inputs(q, k, v, is_causal, *, triton_path):
-    """Raise ValueError naming the shapes/dtypes when q, k, v cannot be attended together."""
+    """Raise ValueError naming the shapes/dtypes when q, k, v cannot be attended together.
+
+    Checks: tensors of one rank (3 or 4), one dtype among SUPPORTED_DTYPES, one device; equal batch
+    (and heads); k and v of one length; one head dim d; positive sizes; n_q == n_k when causal; and
+    for the Triton path: Triton installed, d in TRITON_HEAD_DIMS, CUDA tensors (or the interpreter).
+    """
+    # BEGIN SOLUTION
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -87,6 +93,7 @@ def _check_inputs(q, k, v, is_causal, *, triton_path):
             raise ValueError(f"the Triton kernels support head dims {TRITON_HEAD_DIMS}; got d={q.shape[-1]}")
         if q.device.type != "cuda" and not _interpreting():
             raise ValueError(f"the Triton kernels need CUDA tensors (or TRITON_INTERPRET=1); got {q.device}")
+    # END SOLUTION
 
 
 def _as_4d(*tensors):
@@ -109,9 +116,9 @@ def flash_attention_forward_pytorch(q, k, v, is_causal=False, q_tile=64, k_tile=
         (o, lse): o like q, in q's dtype; lse float32 [batch, heads, n_q] (or [batch, n_q]).
     """
     _check_inputs(q, k, v, is_causal, triton_path=False)
+    # BEGIN SOLUTION
     if q_tile < 1 or k_tile < 1:
         raise ValueError(f"tile sizes must be positive; got q_tile={q_tile}, k_tile={k_tile}")
-    # BEGIN SOLUTION
     q4, k4, v4 = _as_4d(q, k, v)
     n_q, n_k, d = q4.shape[-2], k4.shape[-2], q4.shape[-1]
     scale = 1.0 / math.sqrt(d)
