@@ -30,25 +30,14 @@ LECTURE_SHAPES = {
 
 
 def reference_and_naive(a, b):
-    """fp64 product of the given (already rounded) inputs, and the plain product at their precision.
-
-    On the CPU, Triton's interpreter truncates fp32 -> bf16 where a GPU rounds to nearest; there the
-    naive bf16 result is truncated the same way, so the kernel is held to what the platform can do.
-    """
+    """fp64 product of the given (already rounded) inputs, and the plain product at their precision."""
     reference = a.double() @ b.double()
     if a.dtype == torch.float32:
         naive = sequential_fp32_matmul(a, b)
-    elif a.dtype == torch.bfloat16 and a.device.type == "cpu":
-        naive = truncate_to_bf16(a.float() @ b.float())
     else:
         with exact_torch_matmul():
             naive = a @ b
     return reference, naive
-
-
-def truncate_to_bf16(x):
-    """Round fp32 toward zero to bf16 (keep the top 16 bits), as the interpreter's cast does."""
-    return (x.contiguous().view(torch.int32) & -65536).view(torch.float32).to(torch.bfloat16)
 
 
 def sequential_fp32_matmul(a, b):
