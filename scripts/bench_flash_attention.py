@@ -15,6 +15,10 @@ cuDNN first, so a fast wrong kernel never shows up.
 
 --sweep times the kernels' candidate tile configs at N = 4096 and prints the best per (d, causal);
 the winners are what `_fwd_config` / `_bwd_config` in the solution use.
+
+Measured on an H200 (torch 2.11, Triton 3.6, cuDNN 9.19), bf16, N >= 4096: forward 0.81-0.95x cuDNN and
+1.39-1.57x the flash backend; backward 0.66-0.78x cuDNN and 1.06-1.24x flash; causal 1.67-1.85x faster
+than non-causal at N = 8192. At N = 1024-2048 with d = 128 the forward drops to 0.66-0.79x cuDNN.
 """
 
 from __future__ import annotations
