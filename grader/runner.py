@@ -41,6 +41,9 @@ SUITE_DIRS = {"public": ("tests_public",), "hidden": ("tests_hidden",), "all": (
 DEFAULT_TIMEOUT = 1800.0          # seconds per submission (the full GPU suite takes a few minutes)
 LOG_HEAD = LOG_TAIL = 100_000     # bytes of the child's output kept: head and tail, 200 KB in all
 RESULT_FILE = "result.json"
+# Files the checking run never uses: editing them (a report template, say) keeps existing grades.
+PARENT_ONLY = ("grader/report/", "grader/handout/", "grader/runner.py", "grader/cli.py",
+               "grader/sandbox.py", "grader/submission.py", "grader/bench.py")
 # The checking process makes itself non-dumpable before pytest starts: its /proc entries (the results
 # pipe under /proc/<pid>/fd, its memory) then need CAP_SYS_PTRACE, which the sandbox drops, so the
 # worker running student code cannot write into the results pipe. Exec resets this for the worker.
@@ -173,6 +176,8 @@ class Batch:
         self.scratch_root = Path(tempfile.mkdtemp(prefix="grader-"))
         self.checker_root = self.scratch_root / "checker"
         self.fingerprint = build_checker_tree(settings, self.checker_root)
+        warm_checker_tree(self.checker_root, SUITE_DIRS[settings.suite])
+        self.tables = {None: self.points}
         self.metadata = submission.read_metadata(settings.submissions)
         self.running: dict[str, subprocess.Popen] = {}
         self.lock = threading.Lock()
@@ -201,7 +206,7 @@ class Batch:
             self.write_class_files()
             return 130
         finally:
-            shutil.rmtree(self.scratch_root, ignore_errors=True)
+            _remove_tree(self.scratch_root)
         self.write_class_files()
         return 0
 
@@ -260,7 +265,7 @@ class Batch:
             shutil.rmtree(scratch, ignore_errors=True)
             return "interrupted"
         context |= {"gpu": slot, "exit_code": outcome.exit_code}
-        result = build_result(source.id, self.points, outcome.stream, outcome.status, outcome.reason,
+        result = build_result(source.id, self.points_for(outcome.stream), outcome.stream, outcome.status, outcome.reason,
                               outcome.log, context, suites=self.suites(), perf=self.settings.perf)
         result["timing"]["child_s"] = round(outcome.duration, 3)
         return self.finish(source, result, scratch, begin, log=outcome.log)
@@ -323,7 +328,7 @@ class Batch:
         if _importable("pytest_timeout"):
             command += ["-p", "pytest_timeout"]
         command += [*SUITE_DIRS[self.settings.suite], "--impl", str(impl_dir), "--isolate",
-                    "--results-json", f"/dev/fd/{results_fd}", "-q", "-p", "no:cacheprovider"]
+                    "--results-json", f"/dev/fd/{results_fd}", "-q", "--tb=short", "-p", "no:cacheprovider"]
         if not self.settings.perf:
             command += ["-m", "not perf"]
         return command
@@ -342,6 +347,14 @@ class Batch:
                 kill_group(process)
 
     # --- bookkeeping -----------------------------------------------------------------------------
+
+    def points_for(self, stream: str):
+        """The points table with the perf ladders calibrated for the GPU the run reported."""
+        gpu = gpu_name_of(stream)
+        with self.lock:
+            if gpu not in self.tables:
+                self.tables[gpu] = load_points(self.settings.points_dir, gpu_name=gpu)
+            return self.tables[gpu]
 
     def maximum(self) -> float:
         return maximum(self.points, self.suites(), self.settings.perf)
@@ -413,8 +426,45 @@ def build_checker_tree(settings: Settings, root: Path) -> str:
         shutil.copy(REPO_ROOT / "pyproject.toml", root / "pyproject.toml")
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+        name = path.relative_to(root).as_posix()
+        if not name.startswith(PARENT_ONLY):
+            digest.update(name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def warm_checker_tree(root: Path, suite_dirs, timeout: float = 300.0) -> None:
+    """Collect the suites once, here, so Python's and pytest's bytecode caches exist before the tree
+    turns read-only: every checking run then skips recompiling the suites (seconds each on a CPU).
+    Then make the tree read-only (the sandbox mounts it read-only anyway)."""
+    env = sandbox.child_env(dict(os.environ), scratch=root.parent / "warm", pythonpath=root, gpus=[])
+    env.pop("PYTHONDONTWRITEBYTECODE")
+    for folder in sandbox.scratch_folders(root.parent / "warm"):
+        folder.mkdir(parents=True, exist_ok=True)
+    try:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "grader")], env=env,
+                       capture_output=True, timeout=timeout)
+        subprocess.run([sys.executable, "-m", "pytest", "-p", "grader.plugin", "--collect-only", "-q",
+                        "-p", "no:cacheprovider", *suite_dirs], cwd=root, env=env, capture_output=True,
+                       timeout=timeout, start_new_session=True)
+    except (OSError, subprocess.TimeoutExpired):
+        pass                       # only a speed-up: each run compiles for itself instead
+    for path in root.rglob("*"):
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode & ~0o222)
+
+
+def gpu_name_of(stream: str) -> str | None:
+    """The GPU model the checking run reported in its header ("CUDA: NVIDIA H200"), if any."""
+    first = stream.split("\n", 1)[0]
+    try:
+        header = json.loads(first)
+    except ValueError:
+        return None
+    environment = header.get("environment") if isinstance(header, dict) else None
+    if not isinstance(environment, dict) or header.get("device") != "cuda":
+        return None
+    name = environment.get("gpu") or str(environment.get("device", "")).removeprefix("CUDA:").strip()
+    return str(name) or None
 
 
 def classify_exit(code: int | None, timed_out: bool, timeout: float, stream: str) -> tuple[str, str]:
@@ -487,6 +537,14 @@ def load_results(out: Path) -> list[dict]:
         except (OSError, ValueError):
             continue
     return sorted(results, key=lambda r: r.get("id", ""))
+
+
+def _remove_tree(root: Path) -> None:
+    """rmtree that also removes the read-only checker tree."""
+    for path in Path(root).rglob("*"):
+        if path.is_dir() and not path.is_symlink():
+            path.chmod(0o755)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _write_atomic(path: Path, text: str) -> None:
