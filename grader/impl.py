@@ -114,6 +114,7 @@ class Modules:
 class _Rules:
     forbid: tuple[str, ...] = ()
     require_triton: bool = False
+    scan: tuple[str, tuple[str, ...]] | None = None   # (module, entry names) to scan statically
 
 
 class Impl:
@@ -124,9 +125,15 @@ class Impl:
         self._rules = _Rules()
 
     @contextlib.contextmanager
-    def guards(self, forbid: tuple[str, ...] = (), require_triton: bool = False):
+    def guards(self, forbid: tuple[str, ...] = (), require_triton: bool = False,
+               scan: tuple[str, tuple[str, ...]] | None = None):
+        """Calls inside the block must not use `forbid` ops and, if asked, must launch Triton.
+
+        Forbidden ops are also looked for statically (grader.scan) from the called function, or from
+        `scan=(module, (entry, ...))` for `impl.run` scenarios.
+        """
         previous = self._rules
-        self._rules = _Rules(tuple(forbid), require_triton)
+        self._rules = _Rules(tuple(forbid), require_triton, scan)
         try:
             yield self
         finally:
@@ -138,11 +145,35 @@ class Impl:
         raise AttributeError(name)
 
     def call(self, module: str, function: str, *args, **kwargs):
+        self._scan(self._rules.scan or (module, (function,)))
         return self._request("call", (module, function), args, kwargs)
 
     def run(self, fn, *args, **kwargs):
         """Run the harness function `fn(modules, *args, **kwargs)` where the student's code lives."""
+        if self._rules.scan:
+            self._scan(self._rules.scan)
         return self._request("run", fn, args, kwargs)
+
+    def source(self, module: str) -> str:
+        """The submitted source of `module`, read as text (never imported here)."""
+        path = Path(self.spec.directory) / f"{module}.py"
+        if not path.is_file():
+            raise ModuleMissing(f"{module}.py is missing from the submission")
+        return path.read_text(encoding="utf-8", errors="replace")
+
+    def _scan(self, target) -> None:
+        if not self._rules.forbid:
+            return
+        from grader.scan import forbidden_calls
+
+        module, entries = target
+        try:
+            findings = forbidden_calls(self.source(module), list(entries), self._rules.forbid)
+        except SyntaxError:
+            return  # the import fails in the worker and reports it
+        if findings:
+            raise RuleViolation(f"{module}.py uses operations not allowed here (write them as Triton "
+                                "kernels): " + "; ".join(str(finding) for finding in findings[:5]))
 
     def close(self) -> None:
         pass

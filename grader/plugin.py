@@ -195,8 +195,9 @@ def _classify(item, call, report) -> tuple[str, str]:
     if report.passed:
         return results.PASSED, ""
     error = call.excinfo.value if call.excinfo else None
-    if isinstance(error, NotImplementedError):
-        return results.NOT_IMPLEMENTED, str(error) or "raised NotImplementedError"
+    not_implemented = _not_implemented_cause(error)
+    if not_implemented is not None:
+        return results.NOT_IMPLEMENTED, str(not_implemented) or "raised NotImplementedError"
     if isinstance(error, StudentCodeError):
         return results.FAILED, f"your code raised {error}\n{error.traceback_text}"
     if report.when == "call" and (isinstance(error, AssertionError) or _raised_in_student_code(item, call)):
@@ -204,6 +205,17 @@ def _classify(item, call, report) -> tuple[str, str]:
     if report.when == "call" and _is_failure(call):
         return results.FAILED, _short(report)
     return results.HARNESS_ERROR, _short(report)
+
+
+def _not_implemented_cause(error):
+    """The stub's NotImplementedError, also when wrapped (Triton's interpreter re-raises as its own)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, NotImplementedError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _is_failure(call) -> bool:
