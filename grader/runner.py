@@ -34,7 +34,7 @@ from grader import results, sandbox, submission
 from grader.errors import BadSubmission, GraderError
 from grader.points import POINTS_DIR, load_points
 from grader.report import gradebook, html
-from grader.report.model import build_result, maximum, not_gradable_result
+from grader.report.model import build_result, maximum, not_gradable_result, points_text
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SUITE_DIRS = {"public": ("tests_public",), "hidden": ("tests_hidden",), "all": ("tests_public", "tests_hidden")}
@@ -182,6 +182,8 @@ class Batch:
         self.running: dict[str, subprocess.Popen] = {}
         self.lock = threading.Lock()
         self.bwrap = sandbox.find_bwrap() if settings.sandbox else None
+        if self.bwrap:
+            check_bwrap_works(self.bwrap)
         self.stopping = threading.Event()        # set on Ctrl-C: runs killed now are not graded
 
     def run(self) -> int:
@@ -274,7 +276,8 @@ class Batch:
         result["timing"]["total_s"] = round(time.perf_counter() - begin, 3)
         write_submission_outputs(self.settings.out / source.id, result, log)
         shutil.rmtree(scratch, ignore_errors=True)
-        return f"{result['status']} {result['score']['earned']:g}/{result['score']['possible']:g}"
+        score = result["score"]
+        return f"{result['status']} {points_text(score['earned'])}/{points_text(score['possible'])}"
 
     # --- one child run ---------------------------------------------------------------------------
 
@@ -430,6 +433,19 @@ def build_checker_tree(settings: Settings, root: Path) -> str:
         if not name.startswith(PARENT_ONLY):
             digest.update(name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def check_bwrap_works(bwrap: str) -> None:
+    """Refuse to grade when bubblewrap is installed but cannot build a sandbox here (no user
+    namespaces, a locked-down container): grading unsandboxed must be asked for with --no-sandbox."""
+    try:
+        probe = subprocess.run(sandbox.probe_argv(bwrap), capture_output=True, text=True, timeout=60)
+        problem = (probe.stderr.strip() or f"exit code {probe.returncode}") if probe.returncode != 0 else ""
+    except (OSError, subprocess.TimeoutExpired) as error:
+        problem = str(error)
+    if problem:
+        raise GraderError(f"bubblewrap ({bwrap}) cannot create a sandbox on this machine: {problem[-300:]}. "
+                          "Fix that, or grade without a sandbox with --no-sandbox.")
 
 
 def warm_checker_tree(root: Path, suite_dirs, timeout: float = 300.0) -> None:

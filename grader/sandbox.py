@@ -41,6 +41,12 @@ def find_bwrap() -> str | None:
     return shutil.which("bwrap")
 
 
+def probe_argv(bwrap: str) -> list[str]:
+    """A sandbox that runs `true`: if this fails, bubblewrap cannot work on this machine."""
+    return bwrap_argv(["true"], bwrap=bwrap, scratch=Path("/tmp"), cwd=Path("/"), readonly=[], masked=[],
+                      device_nodes=[])
+
+
 def gpu_device_nodes(dev: str = "/dev") -> list[str]:
     """NVIDIA device nodes to pass through: /dev/nvidia0.., nvidiactl, nvidia-uvm*, nvidia-caps/*."""
     nodes = glob.glob(os.path.join(dev, "nvidia*")) + glob.glob(os.path.join(dev, "nvidia-caps", "*"))

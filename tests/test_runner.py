@@ -276,11 +276,13 @@ def test_unchanged_submissions_are_kept_and_changed_or_only_ones_regraded(graded
     assert [row.split(",")[0] for row in rows[1:]] == ["good", "other"]
 
 
-def test_public_suite_alone_scores_public_checks_only(graded, tmp_path):
+def test_public_suite_alone_without_sandbox_scores_public_checks_only(graded, tmp_path):
     subs = tmp_path / "subs"
     _submission(subs, "good", {"softmax.py": GOOD_SOFTMAX, "matmul.py": GOOD_MATMUL})
-    assert _grade(graded["root"] / "suite", subs, tmp_path / "out", suite="public", no_perf=True) == 0
+    assert _grade(graded["root"] / "suite", subs, tmp_path / "out", suite="public", no_perf=True,
+                  no_sandbox=True) == 0
     result = _result(tmp_path / "out", "good")
+    assert result["sandbox"] == "none" and result["status"] == "graded"
     assert result["score"] == {"earned": 6.0, "possible": 6.0, "total": 6.0}
     assert [c["id"] for p in result["problems"] for c in p["checks"]] == \
         ["softmax.double", "softmax.triple", "matmul.answer"]
@@ -374,3 +376,37 @@ def test_gpu_name_for_calibrated_ladders_comes_from_the_run_header():
     assert runner.gpu_name_of(header + "\n") == "NVIDIA H200"
     cpu = json.dumps({"type": "header", "device": "cpu", "environment": {"device": "no CUDA"}})
     assert runner.gpu_name_of(cpu) is None and runner.gpu_name_of("") is None
+
+
+def test_installed_but_broken_bubblewrap_stops_the_batch_with_advice(tmp_path):
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(runner.GraderError, match="--no-sandbox") as error:
+        runner.check_bwrap_works(str(fake))
+    assert "No permissions to create new namespace" in str(error.value)
+
+
+def test_ctrl_c_keeps_finished_grades_and_rebuilds_class_files(tmp_path, monkeypatch):
+    root = tmp_path
+    _write_suite(root / "suite")
+    for student in ("a_first", "b_second"):
+        _submission(root / "subs", student, {"softmax.py": GOOD_SOFTMAX})
+    stream = "\n".join([json.dumps({"type": "header", "version": 1, "impl": "x", "device": "cpu",
+                                     "environment": {}, "collected_checks": []}),
+                         json.dumps({"type": "test", "nodeid": "t::a", "check": "softmax.double",
+                                     "outcome": "passed", "message": "", "duration": 0.1, "perf": None}),
+                         json.dumps({"type": "end"})])
+
+    def fake_execute(self, student, scratch, slot):
+        if student == "b_second":
+            raise KeyboardInterrupt
+        return runner.Outcome("graded", "", 0, 0.5, stream, "log")
+
+    monkeypatch.setattr(runner.Batch, "execute", fake_execute)
+    status = _grade(root / "suite", root / "subs", root / "out", jobs=1)
+    assert status == 130
+    assert _result(root / "out", "a_first")["score"]["earned"] == 2
+    assert not (root / "out" / "b_second").exists()
+    assert "a_first,graded,2," in (root / "out" / "grades.csv").read_text()
+    assert (root / "out" / "index.html").exists()
