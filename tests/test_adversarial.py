@@ -81,6 +81,7 @@ EXPECTED = {
     "network": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
     "patch_checker_libs": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"mismatch"),
     "patch_guards": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL)),
+    "alias_evades_scan": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"torch\.softmax"),
     "lying_subclass": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"subclass|does not accept"),
     "channel_garbage": Expect(zero=SOFTMAX_TRITON, kept=(MATMUL,), message=r"unreadable reply|does not accept"),
     "forge_results_pipe": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,)),
@@ -89,11 +90,11 @@ EXPECTED = {
 
 HOLES = {  # attack -> why it still scores today (strict xfail: fixing the hole makes the test pass)
     "aten_overload_bypass": "guards bug: forbid_ops matches func.__name__, and torch.ops.aten.mm.default "
-                            "is named 'mm.default', so the op overload is not forbidden",
-    "torch_math_dummy_kernel": "no static scan / outside cross-check yet: softmax from torch.exp + torch.sum "
-                               "plus one dummy Triton launch satisfies both worker-side guards",
-    "patch_guards": "guards run in the worker and are trusted as claims; the static scan (grader.scan) "
-                    "that should back them does not exist",
+                            "is named 'mm.default'; the scan sees only the attribute 'default'",
+    "torch_math_dummy_kernel": "no outside cross-check: softmax from torch.exp + torch.sum (not forbidden) "
+                               "plus one dummy Triton launch satisfies the scan and both guards",
+    "patch_guards": "the run-time guards run in the worker and can be switched off there, and the static "
+                    "scan does not follow a module-level alias (from torch import softmax as f)",
 }
 
 
