@@ -80,7 +80,24 @@ def test_unreported_checks_score_zero_with_the_runs_reason(points):
     assert masking["earned"] == 0 and masking["tests"][0]["outcome"] == "did_not_report"
     assert masking["tests"][0]["message"] == "stopped after the 60 s budget"
     assert any("incomplete" in note for note in result["notes"])
-    assert result["score"]["earned"] == 4.0
+    rows = next(c for c in result["problems"][0]["checks"] if c["id"] == "softmax.rows")
+    assert [t["outcome"] for t in rows["tests"]] == ["passed", "did_not_report"]   # the cut-off test
+    assert result["score"]["earned"] == 2.0 and result["missing_exact"] is False
+
+
+def test_collected_tests_in_the_header_make_missing_tests_exact(points):
+    header = json.loads(_stream(end=False).splitlines()[0])
+    header["collected_tests"] = [["tests_public/test_softmax.py::test_rows[fp32]", "softmax.rows"],
+                                 ["tests_public/test_softmax.py::test_rows[bf16]", "softmax.rows"],
+                                 ["tests_hidden/test_softmax_hidden.py::test_masking", "softmax.masking"]]
+    stream = json.dumps(header) + "\n" + record_line(_rows(points)[0]) + "\n"
+    result = _result(points, stream, status="crashed", reason="killed by signal SIGKILL")
+    checks = {c["id"]: c for c in result["problems"][0]["checks"]}
+    assert [t["nodeid"] for t in checks["softmax.rows"]["tests"]] == [
+        "tests_public/test_softmax.py::test_rows[fp32]", "tests_public/test_softmax.py::test_rows[bf16]"]
+    assert checks["softmax.rows"]["earned"] == 2.0 and checks["softmax.masking"]["earned"] == 0
+    assert checks["softmax.masking"]["tests"][0]["message"] == "killed by signal SIGKILL"
+    assert result["missing_exact"] is True
 
 
 def test_records_for_unknown_checks_or_reported_twice_are_not_trusted(points):

@@ -220,7 +220,9 @@ def test_hanging_submission_times_out_and_keeps_points_reported_before(hung):
 def test_submission_that_kills_the_checker_is_crashed_and_keeps_earlier_points(graded):
     result = _result(graded["out"], "killer")
     assert result["status"] == "crashed", result["reason"]
-    assert _check(result, "softmax.triple")["earned"] == 1
+    assert _check(result, "softmax.double")["earned"] == 2
+    # Without the list of collected tests the last reported check also loses the test maybe cut off.
+    assert _check(result, "softmax.triple")["earned"] == (1 if result["missing_exact"] else 0.5)
     assert _check(result, "matmul.answer")["earned"] == 0
 
 

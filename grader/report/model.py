@@ -97,12 +97,7 @@ def build_result(student: str, points: PointsTable, stream: str, status: str, re
     header, records, notes = parse_stream(stream, table)
     if status == "graded" and header is None:
         status, reason = "crashed", "the checking run wrote no results"
-    reported = {r.check for r in records}
-    why = reason or "no test of this check reported a result"
-    for problem in table.problems:
-        for check in problem.checks:
-            if check.suite in suites and check.id not in reported:
-                records.append(TestRecord(f"{check.id} (did not report)", check.id, DID_NOT_REPORT, why))
+    records += missing_records(table, suites, header, records, status, reason)
     scores = score_checks(table, records, suites)
     return {
         "format": RESULT_FORMAT, "id": student, "status": status, "reason": reason,
@@ -112,9 +107,44 @@ def build_result(student: str, points: PointsTable, stream: str, status: str, re
         "problems": [_problem(p) for p in scores if p.checks],
         "device": (header or {}).get("device", ""), "environment": (header or {}).get("environment", {}),
         "notes": notes, "log_tail": log[-LOG_TAIL_CHARS:],
+        "missing_exact": _collected_tests(header) is not None,
         "timing": {"tests_s": round(sum(r.duration for r in records), 3)},
         **context,
     }
+
+
+def missing_records(table: PointsTable, suites, header, records, status, reason) -> list[TestRecord]:
+    """Zero-scoring records for what never reported. With the header's list of collected tests this
+    is exact, test by test. Without it: one per check that has no record at all, plus, when the run
+    ended early, one for the check of the last report (the test cut off may have been one of its)."""
+    why = reason or "no test of this check reported a result"
+    wanted = {c.id for c in table.checks.values() if c.suite in suites}
+    reported = {r.nodeid for r in records}
+    collected = _collected_tests(header)
+    if collected is not None:
+        return [TestRecord(nodeid, check, DID_NOT_REPORT, why) for nodeid, check in collected
+                if check in wanted and nodeid not in reported]
+    checks_reported = {r.check for r in records}
+    missing = [TestRecord(f"{check} (did not report)", check, DID_NOT_REPORT, why)
+               for check in sorted(wanted - checks_reported, key=list(table.checks).index)]
+    if status in ("timeout", "crashed") and records:
+        last = records[-1].check
+        missing.append(TestRecord(f"{last} (test cut off when the run stopped)", last, DID_NOT_REPORT, why))
+    return missing
+
+
+def _collected_tests(header) -> list[tuple[str, str]] | None:
+    """[(nodeid, check)] from the header's `collected_tests` ([[nodeid, check]] or [{nodeid, check}])."""
+    entries = (header or {}).get("collected_tests")
+    if not isinstance(entries, list):
+        return None
+    pairs = []
+    for entry in entries:
+        if isinstance(entry, dict):
+            entry = (entry.get("nodeid"), entry.get("check"))
+        if isinstance(entry, (list, tuple)) and len(entry) == 2 and all(isinstance(x, str) for x in entry):
+            pairs.append((entry[0], entry[1]))
+    return pairs
 
 
 def not_gradable_result(student: str, reason: str, context: dict, maximum: float = 0.0) -> dict:
