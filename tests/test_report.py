@@ -181,3 +181,16 @@ def test_report_renders_in_headless_chromium_without_errors(points, tmp_path, pa
 def test_result_json_round_trips(points):
     result = _result(points, _stream(*_rows(points)))
     assert json.loads(json.dumps(result)) == result
+
+
+def test_hidden_failures_show_the_error_but_not_the_hidden_tests_source(points):
+    leaky = ("tests_hidden/test_softmax_hidden.py:12: in test_masking\n    assert_close(out, SECRET_CASE)\n"
+             "E   AssertionError: masked row 3 not zero: max |err| 0.25 > allowed 0 (rows=7 fp16)")
+    stream = _stream(Record("tests_hidden/test_softmax_hidden.py::test_masking", "softmax.masking", "failed", leaky))
+    result = _result(points, stream)
+    page = html.render_student(result)
+    assert "masked row 3 not zero: max |err| 0.25 &gt; allowed 0 (rows=7 fp16)" in page
+    assert "SECRET_CASE" not in page and "log line" not in page
+    from grader.report import gradebook
+    outputs = " ".join(t["output"] for t in gradebook.gradescope_results(result)["tests"])
+    assert "SECRET_CASE" not in outputs and "max |err| 0.25" in outputs

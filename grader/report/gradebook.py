@@ -52,7 +52,8 @@ def gradescope_results(result: dict) -> dict:
         for check in problem["checks"]:
             failing = [t for t in check["tests"] if t["outcome"] != "passed"]
             output = "\n\n".join(f"{t['nodeid']}: {model.OUTCOME_LABELS.get(t['outcome'], t['outcome'])}"
-                                 + (f"\n{t['message']}" if t["message"] else "") for t in failing)
+                                 + (f"\n{model.student_message(t['message'], check['suite'])}" if t["message"] else "")
+                                 for t in failing)
             tests.append({
                 "name": f"{problem['title']}: {check['description'] or check['id']}",
                 "number": check["id"],

@@ -256,7 +256,8 @@ def problem_views(result: dict) -> list[ProblemView]:
         rows, perf_rows = [], []
         for check in problem["checks"]:
             failing = [FailingTest(_test_name(t["nodeid"]), OUTCOME_LABELS.get(t["outcome"], t["outcome"]),
-                                   t["message"]) for t in check["tests"] if t["outcome"] != "passed"]
+                                   student_message(t["message"], check["suite"]))
+                       for t in check["tests"] if t["outcome"] != "passed"]
             state = "not run here" if check["not_run_here"] else \
                 "passed" if check["earned"] >= check["points"] - 1e-9 else \
                 f"{len(failing)} of {len(check['tests'])} tests not passed"
@@ -282,6 +283,18 @@ def _perf_row(check: dict) -> PerfRow:
     level = "not run here" if check["not_run_here"] else (check.get("level") or "below")
     return PerfRow(check["id"], check["description"], ratio, level, ladder_text, check.get("baseline", ""),
                    f"{points_text(check['earned'])} / {points_text(check['points'])}")
+
+
+def student_message(message: str, suite: str) -> str:
+    """What a student may see of a failure. Hidden tests: only the error lines pytest marks with
+    'E' (the check's own message: shape, dtype, error vs allowed), never the test's source lines."""
+    if suite != "hidden":
+        return message
+    errors = [line[1:].strip() for line in message.splitlines() if line.startswith("E ")]
+    if errors:
+        return "\n".join(errors)
+    lines = [line for line in message.splitlines() if not line.startswith(("tests_hidden/", "    "))]
+    return "\n".join(lines)
 
 
 def _test_name(nodeid: str) -> str:
