@@ -25,6 +25,7 @@ FAKE_SOFTMAX = textwrap.dedent('''
     import time
 
     import torch
+    from torch import matmul as _hidden_matmul  # an alias the static scan does not follow
 
     try:
         import triton
@@ -58,11 +59,15 @@ FAKE_SOFTMAX = textwrap.dedent('''
         return torch.matmul(x, x)
 
 
+    def uses_matmul_via_alias(x):
+        return _hidden_matmul(x, x)
+
+
     def swallows_forbidden_matmul(x):
         try:
-            return torch.matmul(x, x)
+            return _hidden_matmul(x, x)
         except Exception:
-            return x @ x.T.T if False else x.clone()
+            return x.clone()
 
 
     def launches_nothing(x):
@@ -262,13 +267,19 @@ def test_module_outside_the_allow_list_is_not_reachable(impl):
                    "StudentCodeError(ForbiddenOpError), not RuleViolation (see report)")
 def test_forbidden_op_is_a_rule_violation_naming_it(impl):
     with pytest.raises(RuleViolation, match=r"torch\.matmul"), impl.guards(forbid=MATMUL_OPS):
-        impl.softmax.uses_matmul(torch.eye(2))
+        impl.softmax.uses_matmul_via_alias(torch.eye(2))
 
 
-def test_forbidden_op_fails_the_call_and_names_it(impl):
-    with pytest.raises((RuleViolation, StudentCodeError, ForbiddenOpError), match=r"torch\.matmul"), \
+def test_forbidden_call_in_the_source_is_refused_before_running_naming_its_line(impl):
+    with pytest.raises(RuleViolation, match=r"line \d+ in uses_matmul: a call to \.matmul\(\)"), \
             impl.guards(forbid=MATMUL_OPS):
         impl.softmax.uses_matmul(torch.eye(2))
+
+
+def test_forbidden_op_hidden_from_the_scan_fails_the_call_at_run_time_and_names_it(impl):
+    with pytest.raises((RuleViolation, StudentCodeError, ForbiddenOpError), match=r"torch\.matmul"), \
+            impl.guards(forbid=MATMUL_OPS):
+        impl.softmax.uses_matmul_via_alias(torch.eye(2))
 
 
 def test_forbidden_op_caught_by_the_student_is_still_a_rule_violation(impl):
