@@ -341,6 +341,12 @@ def test_one_slot_per_gpu_and_cpu_child_sees_no_gpu(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
     grade_all(tmp_path)
     assert seen["settings"].slots == ["5"]
+    grade_all(tmp_path, gpus="all")
+    assert seen["settings"].slots == ["5"]
+    with pytest.raises(runner.GraderError, match="--jobs"):
+        grade_all(tmp_path, gpus="", jobs=0)
+    with pytest.raises(runner.GraderError, match="--timeout"):
+        grade_all(tmp_path, timeout=-1)
 
 
 @pytest.mark.parametrize("code, timed_out, stream, status", [
