@@ -67,8 +67,8 @@ EXPECTED = {
     "flood_stdout": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
     "orphan_processes": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
     "memory_hog": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"MemoryError"),
-    "torch_softmax_in_triton": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"torch\.softmax"),
-    "torch_matmul_in_triton": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL, message=r"torch\.matmul"),
+    "torch_softmax_in_triton": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"call to \.softmax\(\)"),
+    "torch_matmul_in_triton": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL, message=r"call to \.matmul\(\)"),
     "sdpa_in_triton": Expect(zero=(ATTENTION,), kept=SOFTMAX_ALL + (MATMUL,),
                              message=r"scaled_dot_product_attention"),
     "aten_overload_bypass": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL),
@@ -78,6 +78,7 @@ EXPECTED = {
     "mutate_inputs": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"mismatch"),
     "planted_files": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,), message=r"not implemented yet"),
     "read_hidden_tests": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,)),
+    "read_host_secrets": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL)),
     "network": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
     "patch_checker_libs": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"mismatch"),
     "patch_guards": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL)),
@@ -188,6 +189,9 @@ def batch(tmp_path_factory):
     shutil.copy(SUITE / "hidden.py", root / "suite" / "tests_hidden" / "test_gallery_hidden.py")
     shutil.copytree(SUITE / "points", root / "suite" / "points")
     listener = Listener(token)
+    secret = Path(f"/var/tmp/gallery-secret-{token}")   # readable by the grading user only
+    with os.fdopen(os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+        handle.write(f"GALLERY-HOST-SECRET-{token}")
     substitutions = {"__TOKEN__": token, "__PORT__": str(listener.port), "__UNIX_SOCKET__": listener.unix_path}
     for name in attack_names():
         build_submission(GALLERY / name, root / "submissions" / name, substitutions)
@@ -200,16 +204,19 @@ def batch(tmp_path_factory):
         escaped.extend(str(p) for p in Path(path).rglob(f"gallery-escape-{token}-*"))
         return real_rmtree(path, *args, **kwargs)
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(runner.shutil, "rmtree", inspecting_rmtree)
-        patch.setenv("GRADER_CALL_TIMEOUT", CALL_TIMEOUT_S)
-        status = runner.grade_all(root / "submissions", out=root / "out", suite="all", gpus="", jobs=2,
-                                  timeout=BATCH_TIMEOUT_S, tests_root=root / "suite",
-                                  points_dir=root / "suite" / "points", no_perf=True, quiet=True)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(runner.shutil, "rmtree", inspecting_rmtree)
+            patch.setenv("GRADER_CALL_TIMEOUT", CALL_TIMEOUT_S)
+            status = runner.grade_all(root / "submissions", out=root / "out", suite="all", gpus="", jobs=2,
+                                      timeout=BATCH_TIMEOUT_S, tests_root=root / "suite",
+                                      points_dir=root / "suite" / "points", no_perf=True, quiet=True)
+    finally:
+        listener.close()
+        secret.unlink()
     survivors = processes_with(f"gallery-orphan-{token}")
     on_host = [str(p) for folder in (Path("/var/tmp"), Path("/tmp"))
                for p in folder.glob(f"gallery-escape-{token}-*")]
-    listener.close()
     yield {"root": root, "out": root / "out", "status": status, "token": token, "before": before,
            "escaped": escaped + on_host, "survivors": survivors, "received": listener.received}
     for pid in survivors:            # started by this test's submissions: end them by id
@@ -332,6 +339,16 @@ def test_no_unix_socket_connection_leaves_the_sandbox(batch):
 def test_hidden_tests_do_not_reach_the_students_report(batch):
     report = (batch["out"] / "read_hidden_tests" / "report.html").read_text()
     assert "GALLERY-HIDDEN-SENTINEL" not in report
+
+
+@needs_sandbox
+@pytest.mark.xfail(strict=True, reason="sandbox gap: --ro-bind / / shows the submission every file the "
+                   "grading user can read (as root: all of them, capabilities or not); error messages then "
+                   "carry them into the student's report. Bind an allow-list instead, or mask homes, /root, "
+                   "/var/tmp, /run and other checkouts")
+def test_files_private_to_the_grading_user_do_not_reach_the_report(batch):
+    report = (batch["out"] / "read_host_secrets" / "report.html").read_text()
+    assert f"GALLERY-HOST-SECRET-{batch['token']}" not in report
 
 
 def test_channel_garbage_is_refused_not_run_by_the_checker(batch):
