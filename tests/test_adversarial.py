@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import socket
+import subprocess
 import threading
 import uuid
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from grader import runner
-from grader.sandbox import find_bwrap
+from grader import sandbox
 
 GALLERY = Path(__file__).resolve().parent / "submissions"
 SUITE = GALLERY / "_suite"
@@ -41,9 +42,23 @@ TRITON, FRESH, ONLINE, HIDDEN = ("softmax.gallery.triton", "softmax.gallery.fres
 MATMUL, ATTENTION = "matmul.gallery.triton", "flash_attention.gallery.forward"
 SOFTMAX_ALL = (TRITON, FRESH, ONLINE, HIDDEN)
 SOFTMAX_TRITON = (TRITON, FRESH, HIDDEN)     # every check that calls softmax_triton
-SANDBOXED = find_bwrap() is not None
-needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason="bubblewrap not installed: graded without a "
-                                   "sandbox, which does not contain the filesystem, network or processes")
+AS_ROOT = os.geteuid() == 0
+
+
+def bubblewrap_works() -> bool:
+    bwrap = sandbox.find_bwrap()
+    if bwrap is None:
+        return False
+    try:
+        return subprocess.run(sandbox.probe_argv(bwrap), capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+SANDBOXED = bubblewrap_works()
+needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason="bubblewrap missing or unusable here: graded "
+                                   "without a sandbox, which does not contain the filesystem, network or "
+                                   "processes")
 
 
 @dataclass(frozen=True)
@@ -210,7 +225,8 @@ def batch(tmp_path_factory):
             patch.setenv("GRADER_CALL_TIMEOUT", CALL_TIMEOUT_S)
             status = runner.grade_all(root / "submissions", out=root / "out", suite="all", gpus="", jobs=2,
                                       timeout=BATCH_TIMEOUT_S, tests_root=root / "suite",
-                                      points_dir=root / "suite" / "points", no_perf=True, quiet=True)
+                                      points_dir=root / "suite" / "points", no_perf=True, quiet=True,
+                                      no_sandbox=not SANDBOXED)
     finally:
         listener.close()
         secret.unlink()
@@ -242,6 +258,9 @@ def attack_params():
         marks = []
         if name in HOLES:
             marks.append(pytest.mark.xfail(strict=True, reason=HOLES[name]))
+        if name == "forge_results_pipe" and AS_ROOT and not SANDBOXED:
+            marks.append(pytest.mark.xfail(strict=True, reason="graded as root without a sandbox: "
+                                           "CAP_SYS_PTRACE reaches the checker's results pipe"))
         params.append(pytest.param(name, marks=marks))
     return params
 
@@ -283,7 +302,7 @@ def test_clean_submission_in_the_same_batch_gets_full_marks(batch):
 def test_attacks_never_score_more_than_the_clean_reference(batch):
     clean = result_of(batch, "clean")["score"]["earned"]
     for name in attack_names():
-        if name not in HOLES:
+        if name not in HOLES and not (name == "forge_results_pipe" and AS_ROOT and not SANDBOXED):
             assert result_of(batch, name)["score"]["earned"] <= clean, name
 
 
