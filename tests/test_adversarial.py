@@ -91,6 +91,7 @@ EXPECTED = {
     "cached_output": Expect(zero=(FRESH,), kept=(TRITON, HIDDEN, ONLINE, MATMUL),
                             message=r"mismatch|no Triton kernel was launched"),
     "mutate_inputs": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"mismatch"),
+    "injection_in_messages": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"gallery-xss"),
     "planted_files": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,), message=r"not implemented yet"),
     "read_hidden_tests": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,)),
     "read_host_secrets": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL)),
@@ -311,6 +312,15 @@ def test_planted_files_are_ignored_and_listed(batch):
     for planted in ("conftest.py", "pytest.ini", "gallery_plugin.py", "sitecustomize.py", "gallery.pth",
                     "results.jsonl", "result.json", "grader/plugin.py", "tests_hidden/test_gallery_hidden.py"):
         assert planted in ignored, (planted, ignored)
+
+
+def test_messages_are_data_not_records_or_markup(batch):
+    result = result_of(batch, "injection_in_messages")
+    assert result["notes"] == []
+    assert not any("forged.py" in test["nodeid"] for check in checks_of(result).values() for test in check["tests"])
+    for page in (batch["out"] / "injection_in_messages" / "report.html", batch["out"] / "index.html"):
+        text = page.read_text()
+        assert "<script>alert('gallery-xss')" not in text and "<img src=x" not in text, page
 
 
 def test_flood_keeps_the_log_bounded(batch):
