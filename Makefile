@@ -13,6 +13,7 @@ install: system-packages
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install -q "$(TORCH_PIN)"
 	$(PYTHON) -c "import triton" 2>/dev/null || $(PIP) install -q "$(TRITON_PIN)"
 	$(PIP) install -q -e .
+	$(PYTHON) examples/make_examples.py
 	@$(PYTHON) -c "import torch, triton, numpy; print('installed: torch', torch.__version__, '| triton', triton.__version__, '| numpy', numpy.__version__, '| CUDA', torch.cuda.is_available())"
 
 # Chromium (report screenshots in the tests) and bubblewrap (the grading sandbox); optional, best effort.

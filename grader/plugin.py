@@ -116,9 +116,10 @@ def _open_stream(config, items):
         return
     state = config.stash[_STATE]
     stream = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed at session end
-    checks = sorted({c for c in (_check_id(item) for item in items) if c})
+    graded = [(item.nodeid, _check_id(item)) for item in items if _check_id(item)]
+    checks = sorted({check for _, check in graded})
     stream.write(results.header_line(config.getoption("--impl"), state["policy"].device,
-                                     {"device": state["policy"].reason}, checks) + "\n")
+                                     {"device": state["policy"].reason}, checks, graded) + "\n")
     stream.flush()
     state["stream"] = stream
 

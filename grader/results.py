@@ -42,6 +42,7 @@ class RunResults:
     tests: list[TestRecord] = field(default_factory=list)
     environment: dict = field(default_factory=dict)
     collected_checks: list[str] = field(default_factory=list)
+    collected_tests: list[list[str]] = field(default_factory=list)   # [nodeid, check id] of every test
     version: int = FORMAT_VERSION
 
     def to_json(self) -> str:
@@ -56,10 +57,12 @@ class RunResults:
         return cls(tests=tests, **data)
 
 
-def header_line(impl: str, device: str, environment: dict, collected_checks: list[str]) -> str:
-    """First line of a results stream: who was tested where."""
+def header_line(impl: str, device: str, environment: dict, collected_checks: list[str],
+                collected_tests: list[tuple[str, str]] = ()) -> str:
+    """First line of a results stream: who was tested where, and every test that should report."""
     return json.dumps({"type": "header", "version": FORMAT_VERSION, "impl": impl, "device": device,
-                       "environment": environment, "collected_checks": collected_checks})
+                       "environment": environment, "collected_checks": collected_checks,
+                       "collected_tests": [list(pair) for pair in collected_tests]})
 
 
 def record_line(record: TestRecord) -> str:
