@@ -21,6 +21,16 @@ ATTENTION_OPS = ("scaled_dot_product_attention", "_scaled_dot_product_flash_atte
                  "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
                  "multi_head_attention_forward") + MATMUL_OPS + SOFTMAX_OPS
 OP_SETS = {"matmul": MATMUL_OPS, "softmax": SOFTMAX_OPS, "attention": ATTENTION_OPS}
+# Tensor math a "Triton" function could compute its answer with around a dummy launch; forbidden
+# whenever a Triton launch is required (wrappers only allocate, reshape and launch).
+TENSOR_MATH_OPS = ("exp", "exp2", "expm1", "log", "log2", "sum", "amax", "amin", "max", "min", "mean",
+                   "cumsum", "prod", "mul", "__mul__", "__rmul__", "div", "__truediv__", "__rtruediv__",
+                   "where", "sigmoid", "tanh", "outer", "kron")
+
+
+def runtime_forbidden(ops: tuple[str, ...], require_triton: bool) -> tuple[str, ...]:
+    """What the run-time guard refuses: the named ops, plus tensor math when Triton must do the work."""
+    return tuple(ops) + (TENSOR_MATH_OPS if require_triton and ops else ())
 
 
 class ForbiddenOpError(RuntimeError):
@@ -34,7 +44,7 @@ class _ForbidMode(TorchFunctionMode):
         self.hits = hits
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", "")
+        name = getattr(func, "__name__", "").split(".")[0]  # aten overloads are named "mm.default"
         if name in self.names:
             self.hits.append(name)
             raise ForbiddenOpError(f"torch.{name} is not allowed inside this function")

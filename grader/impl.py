@@ -24,6 +24,7 @@ MODULES = ("accounting", "mixed_precision", "softmax", "matmul", "flash_attentio
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SUBMISSION_PACKAGE = "assignment"   # a submission folder is imported under the name students use
 DEFAULT_CALL_TIMEOUT = float(os.environ.get("GRADER_CALL_TIMEOUT", "300"))
+STARTUP_TIMEOUT = 120.0
 
 
 class StudentCodeError(Exception):
@@ -164,11 +165,13 @@ class Impl:
     def _scan(self, target) -> None:
         if not self._rules.forbid:
             return
+        from grader.guards import TENSOR_MATH_OPS
         from grader.scan import forbidden_calls
 
         module, entries = target
+        math_ops = TENSOR_MATH_OPS if self._rules.require_triton else ()
         try:
-            findings = forbidden_calls(self.source(module), list(entries), self._rules.forbid)
+            findings = forbidden_calls(self.source(module), list(entries), self._rules.forbid, math_ops)
         except SyntaxError:
             return  # the import fails in the worker and reports it
         if findings:
@@ -236,16 +239,36 @@ class IsolatedImpl(Impl):
         rules = (self._rules.forbid, self._rules.require_triton)
         # Clones: the worker maps what it receives, so it must never see the checker's own tensors.
         conn.send((kind, target, _clone_tensors(args), _clone_tensors(kwargs), rules))
-        if not conn.poll(self.call_timeout):
-            self._kill()
-            raise WorkerLost(f"your code did not return within {self.call_timeout:g} s (stopped)")
+        data = self._receive(self.call_timeout, "your code did not return")
         try:
-            data = conn.recv_bytes()
-        except (EOFError, OSError):
+            return self._unpack(channel.load_reply(data), channel)
+        except channel.ChannelError:
+            self._kill()  # the channel may be out of step now: the next call gets a fresh worker
+            raise
+
+    def _receive(self, timeout: float, what: str) -> bytes:
+        """One whole reply within `timeout` seconds, or the worker is stopped (a stalled frame too)."""
+        import threading
+
+        box = {}
+
+        def read():
+            try:
+                box["data"] = self._conn.recv_bytes()
+            except BaseException as error:  # noqa: BLE001 - EOF or a broken pipe: the worker is gone
+                box["error"] = error
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(timeout)
+        if reader.is_alive():
+            self._kill()  # ends the blocked read with EOF
+            reader.join(5)
+            raise WorkerLost(f"{what} within {timeout:g} s (stopped)")
+        if "error" in box:
             code = self._kill()
-            raise WorkerLost(f"the process running your code died (exit code {code})") from None
-        reply = channel.load_reply(data)
-        return self._unpack(reply, channel)
+            raise WorkerLost(f"the process running your code died (exit code {code})")
+        return box["data"]
 
     def _unpack(self, reply, channel):
         if not isinstance(reply, tuple) or not reply:
@@ -274,6 +297,12 @@ class IsolatedImpl(Impl):
                                         args=(child_conn, self.spec, self.extra_sys_path, self.scratch))
         self._process.start()
         child_conn.close()
+        # Start-up (importing torch and Triton) is not the student's time: wait for "ready" apart.
+        from grader import channel
+
+        if channel.load_reply(self._receive(STARTUP_TIMEOUT, "the worker did not start")) != ("ready",):
+            self._kill()
+            raise channel.ChannelError("the worker did not start cleanly")
         return self._conn
 
     def _kill(self):

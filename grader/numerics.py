@@ -8,6 +8,7 @@ correct bf16 kernels or accept wrong fp32 ones.
 
 from __future__ import annotations
 
+import math
 import zlib
 
 import pytest
@@ -20,11 +21,11 @@ GRADIENT_FACTOR = 3.0
 def max_abs_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
     """Largest |actual - reference| over finite and non-finite entries alike (NaN counts as inf)."""
     diff = (actual.double() - reference.double()).abs()
-    mismatched_inf = torch.isinf(actual) & torch.isinf(reference) & (actual == reference)
-    diff = torch.where(mismatched_inf, torch.zeros_like(diff), diff)
+    same_inf = torch.isinf(actual) & torch.isinf(reference) & (actual == reference)
+    diff = torch.where(same_inf, torch.zeros_like(diff), diff)
     if diff.numel() == 0:
         return 0.0
-    return float(torch.nan_to_num(diff, nan=float("inf")).max())
+    return float(torch.nan_to_num(diff, nan=float("inf"), posinf=float("inf")).max())
 
 
 def assert_close_lowp(actual, reference, naive, *, factor: float = OUTPUT_FACTOR, floor: float = 1e-5,
@@ -35,7 +36,12 @@ def assert_close_lowp(actual, reference, naive, *, factor: float = OUTPUT_FACTOR
     PyTorch at the low precision under test.
     """
     _check_shapes(actual, reference, what, context)
-    allowed = factor * max_abs_error(naive.to(reference.dtype), reference) + floor
+    naive_error = max_abs_error(naive.to(reference.dtype), reference)
+    if not math.isfinite(naive_error):
+        # An overflowing yardstick would allow anything, NaN included: refuse to judge with it.
+        raise ValueError(f"{_where(context)}{what}: the naive low-precision result is not finite, so it "
+                         "cannot set a tolerance; choose inputs the naive computation survives")
+    allowed = factor * naive_error + floor
     _fail_if_above(actual, reference, allowed,
                    f"{factor:g} x naive low-precision error + {floor:g}", what, context)
 
@@ -46,7 +52,7 @@ def assert_close(actual, expected, *, atol: float, rtol: float = 0.0, what: str 
     _check_shapes(actual, expected, what, context)
     actual_d, expected_d = actual.double(), expected.double()
     bound = atol + rtol * expected_d.abs()
-    diff = torch.nan_to_num((actual_d - expected_d).abs(), nan=float("inf"))
+    diff = torch.nan_to_num((actual_d - expected_d).abs(), nan=float("inf"), posinf=float("inf"))
     same_inf = torch.isinf(actual_d) & (actual_d == expected_d)
     bad = (diff > bound) & ~same_inf
     if bool(bad.any()):
@@ -73,7 +79,7 @@ def _check_shapes(actual, reference, what, context):
 
 
 def _fail_if_above(actual, reference, allowed, rule, what, context):
-    diff = torch.nan_to_num((actual.double() - reference.double()).abs(), nan=float("inf"))
+    diff = torch.nan_to_num((actual.double() - reference.double()).abs(), nan=float("inf"), posinf=float("inf"))
     same_inf = torch.isinf(actual.double()) & (actual.double() == reference.double())
     bad = (diff > allowed) & ~same_inf
     if bool(bad.any()):

@@ -128,6 +128,9 @@ def _load_problem(path: Path, calibration: dict, gpu_name: str | None) -> Proble
     problem_id = _require(meta, "id", str, path, "problem.id")
     if problem_id != path.stem:
         raise PointsFileError(f"{path}: problem.id is {problem_id!r} but the file is named {path.stem!r}")
+    both = set(data.get("checks", {})) & set(data.get("perf", {}))
+    if both:
+        raise PointsFileError(f"{path}: {sorted(both)[0]!r} is both a check and a perf check; ids must be unique")
     model = calibrated_gpu(calibration, gpu_name)
     checks = [_load_check(path, problem_id, cid, spec, perf=False, calibration=None)
               for cid, spec in data.get("checks", {}).items()]

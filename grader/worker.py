@@ -27,6 +27,7 @@ def serve(conn, impl_spec, extra_sys_path, scratch) -> None:
     from grader.impl import Modules
 
     modules = Modules(impl_spec)
+    conn.send(("ready",))
     keep_alive = None  # the last reply's tensors: the checker maps their memory until it has cloned them
     while True:
         try:
@@ -55,17 +56,23 @@ def _answer(conn, modules, request):
 
 
 def _execute(modules, kind, target, args, kwargs, rules):
-    from grader.guards import count_triton_launches, forbid_ops
+    from grader.guards import count_triton_launches, forbid_ops, runtime_forbidden
 
     forbid, require_triton = rules
-    with count_triton_launches() as launches, forbid_ops(forbid) as hits:
-        if kind == "call":
-            module_name, function_name = target
-            result = getattr(modules.load(module_name), function_name)(*args, **kwargs)
-        elif kind == "run":
-            result = target(modules, *args, **kwargs)
-        else:
-            raise ValueError(f"unknown request kind {kind!r}")
+    result = None
+    with count_triton_launches() as launches, forbid_ops(runtime_forbidden(forbid, require_triton)) as hits:
+        try:
+            if kind == "call":
+                module_name, function_name = target
+                result = getattr(modules.load(module_name), function_name)(*args, **kwargs)
+            elif kind == "run":
+                result = target(modules, *args, **kwargs)
+            else:
+                raise ValueError(f"unknown request kind {kind!r}")
+        except BaseException:
+            if not hits:
+                raise
+            # The forbidden op is the verdict, whatever the code did after the guard refused it.
     return result, {"launches": launches.count, "forbidden": list(hits)}
 
 

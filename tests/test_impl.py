@@ -263,8 +263,6 @@ def test_module_outside_the_allow_list_is_not_reachable(impl):
         impl.os.system("true")
 
 
-@pytest.mark.xfail(strict=True, reason="impl bug: an un-swallowed forbidden op arrives as "
-                   "StudentCodeError(ForbiddenOpError), not RuleViolation (see report)")
 def test_forbidden_op_is_a_rule_violation_naming_it(impl):
     with pytest.raises(RuleViolation, match=r"torch\.matmul"), impl.guards(forbid=MATMUL_OPS):
         impl.softmax.uses_matmul_via_alias(torch.eye(2))
@@ -360,8 +358,6 @@ def test_isolated_checker_never_imports_the_submission(isolated):
     assert assignment is None or str(folder) not in list(getattr(assignment, "__path__", []))
 
 
-@pytest.mark.xfail(strict=True, reason="impl bug: after a refused reply the worker is kept, so the next "
-                   "call reads the previous call's stale reply (see report)")
 def test_isolated_call_after_a_refused_reply_gets_its_own_answer(isolated):
     isolated._kill()  # a fresh worker and channel, whatever earlier tests left behind
     try:
@@ -373,8 +369,6 @@ def test_isolated_call_after_a_refused_reply_gets_its_own_answer(isolated):
         isolated._kill()  # leave no unread reply for the next test
 
 
-@pytest.mark.xfail(strict=True, reason="impl bug: call_timeout only bounds the wait for the first byte; a "
-                   "worker that sends a frame header and stalls blocks recv_bytes forever (see report)")
 def test_isolated_reply_that_stalls_midway_is_stopped(isolated):
     import threading
 

@@ -64,8 +64,6 @@ def test_lowp_counts_nan_as_a_failure(bf16_matmul):
         assert_close_lowp(actual, reference, naive)
 
 
-@pytest.mark.xfail(strict=True, reason="numerics bug: a non-finite naive error makes the bound infinite, "
-                   "so any result passes (see report)")
 def test_lowp_bound_stays_finite_when_the_naive_result_overflows():
     reference = torch.tensor([1.0, 70000.0], dtype=torch.float64)
     naive = reference.half()                   # 70000 overflows fp16 to inf

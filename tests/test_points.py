@@ -89,8 +89,6 @@ def test_malformed_file_is_refused_naming_file_and_key(tmp_path, text, key):
     assert key in str(error.value)
 
 
-@pytest.mark.xfail(strict=True, reason="points bug: the same id under [checks] and [perf] is accepted and "
-                   "PointsTable.checks keeps only one of them (see report)")
 def test_same_id_as_check_and_perf_is_refused(tmp_path):
     write_points(tmp_path, GOOD.replace('perf."softmax.perf.rows"', 'perf."softmax.rows"'))
     with pytest.raises(PointsFileError, match="softmax.rows"):
