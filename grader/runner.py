@@ -343,10 +343,10 @@ class Batch:
 
     def masked_paths(self) -> list[Path]:
         """Folders the sandboxed child must see empty: staff-only parts of the repo, other students."""
-        candidates = [REPO_ROOT / name for name in ("solutions", "tests_hidden", ".git", "examples", "dist")]
+        candidates = [REPO_ROOT, *map(Path, sandbox.HOST_MASKS)]   # the whole staff checkout, and host secrets
         candidates += [self.settings.tests_root / "tests_hidden", self.settings.submissions,
                        self.settings.out, self.scratch_root]
-        return [path.resolve() for path in candidates if path.exists()]
+        return [path.resolve() for path in candidates if path.exists() and not path.is_symlink()]
 
     def kill_all(self):
         self.stopping.set()

@@ -22,6 +22,9 @@ from pathlib import Path
 INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "CUDA_HOME",
                  "CUDA_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "TRITON_PTXAS_PATH", "GRADER_CALL_TIMEOUT")
 NAMESPACES = ("--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts")
+# Host folders a submission has no business reading: homes (keys, other checkouts), and the places
+# Unix sockets live (/run/docker.sock would be root on the host; --unshare-net does not cover them).
+HOST_MASKS = ("/root", "/home", "/run", "/var/run", "/var/tmp", "/srv", "/mnt", "/media")
 
 
 @dataclass(frozen=True)
@@ -87,15 +90,19 @@ def bwrap_argv(command: list[str], *, bwrap: str, scratch: Path, cwd: Path, read
                masked: list[Path], device_nodes: list[str], keep_visible: list[Path] = ()) -> list[str]:
     """bubblewrap around `command`. Mount order matters: later mounts cover earlier ones, so the
     masks come after the read-only root and the checker tree and scratch come after the masks.
-    A mask that would hide something in `keep_visible` (the Python install) is dropped."""
+    Paths in `keep_visible` (the Python install) that a mask covers are bound back read-only."""
     argv = [bwrap, "--die-with-parent", "--new-session", *NAMESPACES, "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev"]
     for node in device_nodes:
         argv += ["--dev-bind", node, node]
     argv += ["--proc", "/proc", "--tmpfs", "/dev/shm", "--tmpfs", "/tmp"]
     for path in masked:
-        if not any(_inside(visible, path) for visible in keep_visible):
-            argv += ["--tmpfs", str(path)]
+        argv += ["--tmpfs", str(path)]
+    # What a mask hid but the child needs (the Python install under /root/.pyenv, a venv in the repo)
+    # comes back read-only, then the checker tree.
+    for path in keep_visible:
+        if any(_inside(path, mask) for mask in masked):
+            argv += ["--ro-bind", str(path), str(path)]
     for path in readonly:
         argv += ["--ro-bind", str(path), str(path)]
     argv += ["--bind", str(scratch), str(scratch), "--chdir", str(cwd), "--", *command]

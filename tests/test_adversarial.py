@@ -82,8 +82,8 @@ EXPECTED = {
     "flood_stdout": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
     "orphan_processes": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
     "memory_hog": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"MemoryError"),
-    "torch_softmax_in_triton": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"call to \.softmax\(\)"),
-    "torch_matmul_in_triton": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL, message=r"call to \.matmul\(\)"),
+    "torch_softmax_in_triton": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"uses \.softmax"),
+    "torch_matmul_in_triton": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL, message=r"uses \.matmul"),
     "sdpa_in_triton": Expect(zero=(ATTENTION,), kept=SOFTMAX_ALL + (MATMUL,),
                              message=r"scaled_dot_product_attention"),
     "aten_overload_bypass": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL),
@@ -98,7 +98,8 @@ EXPECTED = {
     "network": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
     "patch_checker_libs": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"mismatch"),
     "patch_guards": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL)),
-    "alias_evades_scan": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"torch\.softmax"),
+    "alias_evades_scan": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL),
+                                message=r"torch\.softmax|imports softmax from torch"),
     "lying_subclass": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"subclass|does not accept"),
     "channel_garbage": Expect(zero=SOFTMAX_TRITON, kept=(MATMUL,), message=r"unreadable reply|does not accept"),
     "forge_results_pipe": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,)),
@@ -106,12 +107,6 @@ EXPECTED = {
 }
 
 HOLES = {  # attack -> why it still scores today (strict xfail: fixing the hole makes the test pass)
-    "aten_overload_bypass": "guards bug: forbid_ops matches func.__name__, and torch.ops.aten.mm.default "
-                            "is named 'mm.default'; the scan sees only the attribute 'default'",
-    "torch_math_dummy_kernel": "no outside cross-check: softmax from torch.exp + torch.sum (not forbidden) "
-                               "plus one dummy Triton launch satisfies the scan and both guards",
-    "patch_guards": "the run-time guards run in the worker and can be switched off there, and the static "
-                    "scan does not follow a module-level alias (from torch import softmax as f)",
 }
 
 
@@ -357,24 +352,20 @@ def test_no_tcp_connection_leaves_the_sandbox(batch):
 
 
 @needs_sandbox
-@pytest.mark.xfail(strict=True, reason="sandbox bug: --unshare-net does not cover Unix sockets on the "
-                   "host filesystem (/var/tmp, /run: docker.sock, dbus); mask them with tmpfs")
 def test_no_unix_socket_connection_leaves_the_sandbox(batch):
     assert [r for r in batch["received"] if r.startswith("unix")] == []
 
 
-@pytest.mark.xfail(strict=True, reason="design gap: the worker can read the hidden tests (it must import "
-                   "them for impl.run) and error messages carry them into the student's report")
+@pytest.mark.xfail(strict=True, reason="known gap (SECURITY.md): the worker imports test modules for "
+                   "impl.run scenarios, so it can read tests_hidden; a public test's error message then "
+                   "shows what it read. Hidden-test messages are redacted; hiding the files from the worker "
+                   "needs a nested sandbox around it")
 def test_hidden_tests_do_not_reach_the_students_report(batch):
     report = (batch["out"] / "read_hidden_tests" / "report.html").read_text()
     assert "GALLERY-HIDDEN-SENTINEL" not in report
 
 
 @needs_sandbox
-@pytest.mark.xfail(strict=True, reason="sandbox gap: --ro-bind / / shows the submission every file the "
-                   "grading user can read (as root: all of them, capabilities or not); error messages then "
-                   "carry them into the student's report. Bind an allow-list instead, or mask homes, /root, "
-                   "/var/tmp, /run and other checkouts")
 def test_files_private_to_the_grading_user_do_not_reach_the_report(batch):
     report = (batch["out"] / "read_host_secrets" / "report.html").read_text()
     assert f"GALLERY-HOST-SECRET-{batch['token']}" not in report
@@ -383,6 +374,8 @@ def test_files_private_to_the_grading_user_do_not_reach_the_report(batch):
 def test_channel_garbage_is_refused_not_run_by_the_checker(batch):
     messages = [t["message"] for check in checks_of(result_of(batch, "channel_garbage")).values()
                 for t in check["tests"]]
-    assert any(re.search(r"references (posix|os)\.system, which the checker does not accept", m)
+    # The garbage frame is refused first and the worker is stopped, so the hostile pickle behind it is
+    # never read; either refusal is the defence working.
+    assert any(re.search(r"unreadable reply|references (posix|os)\.system, which the checker does not accept", m)
                for m in messages), messages
     assert not any("channel" in p for p in batch["escaped"])

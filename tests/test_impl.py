@@ -25,7 +25,7 @@ FAKE_SOFTMAX = textwrap.dedent('''
     import time
 
     import torch
-    from torch import matmul as _hidden_matmul  # an alias the static scan does not follow
+    _hidden_matmul = getattr(torch, "mat" + "mul")  # built at run time: only the run-time guard sees it
 
     try:
         import triton
@@ -269,7 +269,7 @@ def test_forbidden_op_is_a_rule_violation_naming_it(impl):
 
 
 def test_forbidden_call_in_the_source_is_refused_before_running_naming_its_line(impl):
-    with pytest.raises(RuleViolation, match=r"line \d+ in uses_matmul: a call to \.matmul\(\)"), \
+    with pytest.raises(RuleViolation, match=r"line \d+ in uses_matmul: uses \.matmul"), \
             impl.guards(forbid=MATMUL_OPS):
         impl.softmax.uses_matmul(torch.eye(2))
 

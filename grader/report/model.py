@@ -285,16 +285,23 @@ def _perf_row(check: dict) -> PerfRow:
                    f"{points_text(check['earned'])} / {points_text(check['points'])}")
 
 
+HIDDEN_MESSAGE_CHARS = 240   # a hidden failure's message is a verdict, not a channel out of the sandbox
+
+
 def student_message(message: str, suite: str) -> str:
-    """What a student may see of a failure. Hidden tests: only the error lines pytest marks with
-    'E' (the check's own message: shape, dtype, error vs allowed), never the test's source lines."""
+    """What a student may see of a failure. Hidden tests: one short verdict line, never the test's
+    source, and never text the student's code chose (its exception message could carry the hidden
+    tests it read from disk): "your code raised ValueError" keeps only the type."""
     if suite != "hidden":
         return message
+    if message.startswith("your code raised"):
+        raised = message.split(":", 1)[0].split()
+        return " ".join(raised[:3] + [raised[3][:40]] if len(raised) > 3 else raised)
     errors = [line[1:].strip() for line in message.splitlines() if line.startswith("E ")]
-    if errors:
-        return "\n".join(errors)
-    lines = [line for line in message.splitlines() if not line.startswith(("tests_hidden/", "    "))]
-    return "\n".join(lines)
+    lines = errors or [line for line in message.splitlines()
+                       if line.strip() and not line.startswith(("tests_hidden/", "    "))]
+    first = lines[0] if lines else ""
+    return first if len(first) <= HIDDEN_MESSAGE_CHARS else first[:HIDDEN_MESSAGE_CHARS] + "..."
 
 
 def _test_name(nodeid: str) -> str:
