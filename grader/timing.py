@@ -18,11 +18,16 @@ calls, and it can only grow if the worker stalls. Hence:
   claim is below W/n too. The wall clock cannot prove a fast claim false.
 What it can do is cap the gain. `wall_window` asks the worker for n = WALL_WINDOW_MS / claim calls
 on fresh input sets, audits outputs of that window, and when the window lasted at least
-MIN_WALL_WINDOW_MS the graded time becomes max(claim, W / (n * WALL_SLACK)):
+MIN_WALL_WINDOW_MS the graded time becomes max(claim, (W / n - HOST_ALLOWANCE_MS) / WALL_SLACK):
+- back to back, a call costs max(GPU time, host launch time); do_bench's events hide the host part
+  and the window cannot, so up to HOST_ALLOWANCE_MS per call is forgiven. On the H200, honest
+  in-process matmuls of 0.03 ms (host-bound) took 0.042-0.076 ms per window call, and graded shapes
+  (>= 0.2 ms) took W / n within 2% of their claims;
 - an honest kernel loses nothing while transport overhead stays under (WALL_SLACK - 1) of its work;
-- a forged claim c for a real per-call cost r gains at most WALL_SLACK: if the window is long
-  enough, the bound is >= r / WALL_SLACK; if it is not (n * r < MIN_WALL_WINDOW_MS), then
-  c > r * WALL_WINDOW_MS / MIN_WALL_WINDOW_MS, i.e. the claim was slower than the truth;
+- a forged claim c for a real per-call cost r gains at most WALL_SLACK * r / (r - HOST_ALLOWANCE_MS):
+  if the window is long enough the bound is >= (r - HOST_ALLOWANCE_MS) / WALL_SLACK; if it is not
+  (n * r < MIN_WALL_WINDOW_MS), then c > r * WALL_WINDOW_MS / MIN_WALL_WINDOW_MS, i.e. the claim was
+  slower than the truth. For the graded shapes (0.2 to 15 ms) that is 1.5x to 2x;
 - stalling the worker only raises W and the bound, so it never helps.
 Not covered: kernels cheaper than MIN_WALL_WINDOW_MS / MAX_WALL_CALLS per call (too short to see from
 outside), and a submission that memoizes outputs of repeated identical inputs (do_bench and the
@@ -51,12 +56,15 @@ DEFAULT_WARMUP_MS = 25
 DEFAULT_REP_MS = 100           # do_bench repeats for this long; perf-anchors 5.1
 WALL_WINDOW_MS = 100.0         # target duration of the checker-timed window
 MIN_WALL_WINDOW_MS = 80.0      # shorter windows are mostly transport overhead: no bound applied
-WALL_SLACK = 1.5               # graded time >= window time per call / WALL_SLACK
+WALL_SLACK = 1.5               # graded time >= (window time per call - host allowance) / WALL_SLACK
+HOST_ALLOWANCE_MS = 0.05       # per-call host launch cost the window sees and do_bench's events do not
 MAX_WALL_CALLS = 2000
 MAX_WALL_SETS = 16
 WALL_INPUT_BUDGET_BYTES = 4 << 30
 WALL_AUDITS = 2                # outputs of the window re-checked, chosen after they arrive
-UNSTABLE_SPREAD = 0.10         # max/min - 1 of the per-round ratios above which we ask for a retry
+# max/min - 1 of the per-round ratios above which we ask for a retry. On a healthy H200 the baselines
+# (cuBLAS, cuDNN) drift 10-21% between rounds while the median ratio reproduces within ~4% run to run.
+UNSTABLE_SPREAD = 0.25
 
 
 # --- worker side: run where the student's code lives (`impl.run(time_kernel, ...)`) -----------------
@@ -304,7 +312,7 @@ def wall_window(impl, target, make_inputs, claimed_ms, check, clock, sync) -> Wa
         for index in random.sample(range(len(input_sets)), min(WALL_AUDITS, len(input_sets))):
             check(outputs[index], input_sets[index])
     conclusive = wall_ms >= MIN_WALL_WINDOW_MS
-    bound = wall_ms / (calls * WALL_SLACK) if conclusive else None
+    bound = max(0.0, wall_ms / calls - HOST_ALLOWANCE_MS) / WALL_SLACK if conclusive else None
     return WallWindow(calls, n_sets, wall_ms, bound)
 
 
