@@ -60,9 +60,11 @@ class RunResults:
 def header_line(impl: str, device: str, environment: dict, collected_checks: list[str],
                 collected_tests: list[tuple[str, str]] = ()) -> str:
     """First line of a results stream: who was tested where, and every test that should report."""
-    return json.dumps({"type": "header", "version": FORMAT_VERSION, "impl": impl, "device": device,
-                       "environment": environment, "collected_checks": collected_checks,
-                       "collected_tests": [list(pair) for pair in collected_tests]})
+    header = {"type": "header", "version": FORMAT_VERSION, "impl": impl, "device": device,
+              "environment": environment, "collected_checks": collected_checks}
+    if collected_tests:  # absent, not empty, when unknown: readers then fall back to per-check zeros
+        header["collected_tests"] = [list(pair) for pair in collected_tests]
+    return json.dumps(header)
 
 
 def record_line(record: TestRecord) -> str:

@@ -59,10 +59,17 @@ def test_masks_come_before_the_checker_tree_and_scratch_binds(tmp_path):
     assert mask < argv.index(str(tmp_path / "checker")) < argv.index(str(tmp_path / "scratch"))
 
 
-def test_a_mask_over_the_python_install_is_dropped(tmp_path):
-    argv = _launch(tmp_path, masked=[tmp_path / "venv-parent"],
-                   keep_visible=[tmp_path / "venv-parent" / ".venv"]).argv
-    assert str(tmp_path / "venv-parent") not in argv
+def test_a_masked_python_install_is_bound_back_read_only_after_the_mask(tmp_path):
+    mask, venv = tmp_path / "venv-parent", tmp_path / "venv-parent" / ".venv"
+    argv = _launch(tmp_path, masked=[mask], keep_visible=[venv]).argv
+    tmpfs_at = argv.index(str(mask)) - 1
+    rebind_at = argv.index(str(venv)) - 1
+    assert argv[tmpfs_at] == "--tmpfs" and argv[rebind_at] == "--ro-bind" and rebind_at > tmpfs_at
+
+
+def test_an_unmasked_python_install_is_not_bound_again(tmp_path):
+    argv = _launch(tmp_path, masked=[tmp_path / "other"], keep_visible=[tmp_path / "python"]).argv
+    assert str(tmp_path / "python") not in argv
 
 
 def test_no_sandbox_runs_the_command_itself(tmp_path):
