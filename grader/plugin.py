@@ -87,6 +87,16 @@ def pytest_collection_modifyitems(session, config, items):
     _open_stream(config, items)
 
 
+def _environment(policy) -> dict:
+    """The fingerprint every grade carries; throughput is measured only where it can matter (GPU)."""
+    from grader.environment import fingerprint
+
+    try:
+        return {"device": policy.reason, **fingerprint(measure=policy.on_gpu)}
+    except Exception as error:  # noqa: BLE001 - a missing nvidia-smi must not stop the grading
+        return {"device": policy.reason, "fingerprint_error": f"{type(error).__name__}: {error}"}
+
+
 def _check_id(item):
     for name in ("check", "perf"):
         marker = item.get_closest_marker(name)
@@ -119,7 +129,7 @@ def _open_stream(config, items):
     graded = [(item.nodeid, _check_id(item)) for item in items if _check_id(item)]
     checks = sorted({check for _, check in graded})
     stream.write(results.header_line(config.getoption("--impl"), state["policy"].device,
-                                     {"device": state["policy"].reason}, checks, graded) + "\n")
+                                     _environment(state["policy"]), checks, graded) + "\n")
     stream.flush()
     state["stream"] = stream
 

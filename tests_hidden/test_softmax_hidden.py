@@ -247,7 +247,7 @@ def test_softmax_triton_integer_input_is_a_value_error(impl, device):
 
 ALL_BENCHMARKS = softmax_benchmarks.benchmarks()
 ONE_PASS_BENCHMARKS = [case for case in ALL_BENCHMARKS if case.check == softmax_benchmarks.CHECK]
-ONLINE_BENCHMARKS = [case for case in ALL_BENCHMARKS if case.check is None and "online" in case.case]
+ONLINE_BENCHMARKS = [case for case in ALL_BENCHMARKS if case.check == softmax_benchmarks.CHECK_ONLINE]
 
 
 def timed_against_copy(impl, record_perf, case):

@@ -281,6 +281,8 @@ def _perf_row(check: dict) -> PerfRow:
                    f"({ladder.get('source', 'default')})") if ladder else ""
     ratio = ", ".join(f"{r:.2f}x" for r in ratios) if ratios else "not measured"
     level = "not run here" if check["not_run_here"] else (check.get("level") or "below")
+    if any((t.get("perf") or {}).get("retry") for t in check["tests"]):
+        level += " (environment off: regrade with --only)"   # scored as measured, never inflated
     return PerfRow(check["id"], check["description"], ratio, level, ladder_text, check.get("baseline", ""),
                    f"{points_text(check['earned'])} / {points_text(check['points'])}")
 
