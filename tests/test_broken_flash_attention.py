@@ -1,6 +1,6 @@
-"""The hidden flash_attention suite must catch realistic bugs: each variant under
-tests/fixtures/broken/<name>/flash_attention.py is the reference solution with one bug, and the hidden
-tests that target that bug must fail on it (and pass on the reference, so the failure is the bug's).
+"""The hidden flash_attention suite must catch realistic bugs: each variant in tests/broken_variants.py
+is the reference solution with one bug, and the hidden tests that target that bug must fail on it (and
+pass on the reference, so the failure is the bug's).
 """
 
 import subprocess
@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from broken_variants import build_variant
 
 REPO = Path(__file__).resolve().parent.parent
 HIDDEN_SUITE = "tests_hidden/test_flash_attention_hidden.py"
-BROKEN = REPO / "tests" / "fixtures" / "broken"
 
 # variant -> (the -k selection that targets its bug, a test name that must be reported FAILED)
 VARIANTS = {
@@ -29,9 +29,9 @@ def run_hidden_suite(impl_path, selection):
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_hidden_suite_fails_broken_flash_attention(variant):
+def test_hidden_suite_fails_broken_flash_attention(variant, tmp_path):
     selection, must_fail = VARIANTS[variant]
-    result = run_hidden_suite(BROKEN / variant, selection)
+    result = run_hidden_suite(build_variant(variant, tmp_path), selection)
     output = result.stdout + result.stderr
     assert result.returncode == 1, f"{variant}: expected test failures (exit 1), got exit {result.returncode}\n{output[-3000:]}"
     assert f"FAILED {HIDDEN_SUITE}::{must_fail}" in output, f"{variant}: {must_fail} did not fail\n{output[-3000:]}"

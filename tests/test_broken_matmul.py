@@ -1,4 +1,4 @@
-"""The hidden matmul suite catches each realistic bug in tests/fixtures/broken/matmul_*.
+"""The hidden matmul suite catches each realistic bug of the matmul_* variants (tests/broken_variants.py).
 
 Each fixture is the reference module with one bug:
 - matmul_no_mask: the loads are unmasked (only the store is), so edge tiles read past the matrix;
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from broken_variants import build_variant
 from grader import results
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +56,8 @@ def all_outcomes(tmp_path_factory):
     runs = {}
     for name in VARIANTS:
         stream = tmp_path_factory.mktemp(name) / "results.jsonl"
-        command = [sys.executable, "-m", "pytest", HIDDEN_SUITE, "--impl", f"tests/fixtures/broken/{name}",
+        broken = build_variant(name, tmp_path_factory.mktemp("variants"))
+        command = [sys.executable, "-m", "pytest", HIDDEN_SUITE, "--impl", str(broken),
                    "-q", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning",
                    f"--results-json={stream}"]
         process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

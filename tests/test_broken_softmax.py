@@ -1,6 +1,6 @@
 """The hidden softmax suite catches the classic online-softmax bug: forgetting to rescale.
 
-tests/fixtures/broken/softmax_no_rescale/softmax.py is the reference module with one realistic bug
+the softmax_no_rescale variant (tests/broken_variants.py) is the reference module with one realistic bug
 (in both the PyTorch update and the Triton online kernel): when a block raises the running max, the
 old l and acc are not multiplied by exp(m_old - m_new). The lecture's example then gives 2.6 instead
 of 17/6. The hidden suite must fail the tests that guard rescaling, and still pass the tests of what
@@ -13,9 +13,10 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
+from broken_variants import build_variant
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-BROKEN = "tests/fixtures/broken/softmax_no_rescale"
+BROKEN = "softmax_no_rescale"
 HIDDEN_SUITE = "tests_hidden/test_softmax_hidden.py"
 
 TRAP_TESTS = [
@@ -58,7 +59,8 @@ def hidden_outcomes(tmp_path_factory, broken, suite):
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory):
-    return hidden_outcomes(tmp_path_factory, BROKEN, HIDDEN_SUITE)
+    broken = build_variant(BROKEN, tmp_path_factory.mktemp("variants"))
+    return hidden_outcomes(tmp_path_factory, str(broken), HIDDEN_SUITE)
 
 
 @pytest.mark.parametrize("name", TRAP_TESTS)

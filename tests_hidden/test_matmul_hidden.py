@@ -2,7 +2,7 @@
 
 Every product is computed with PyTorch's matmul ops forbidden and a Triton launch required
 (`impl.guards`), so a kernel that falls back to torch.matmul anywhere scores zero on these checks.
-What each check catches (the broken fixtures under tests/fixtures/broken/matmul_* fall into them):
+What each check catches (the matmul_* variants in tests/broken_variants.py fall into them):
 - edge tiles that load past the matrix (no masks): inputs are views whose neighbouring memory is NaN;
 - a running sum kept in fp16/bf16 instead of fp32: long K with positive inputs;
 - torch.matmul / @ inside `matmul`, or no Triton launch at all;

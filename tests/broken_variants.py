@@ -1,0 +1,124 @@
+"""Deliberately broken variants of the reference solutions, built on demand from solutions/.
+
+Each variant is the current solution with one realistic bug, written as exact text edits, so it stays
+in step with solutions/: an edit whose text is gone fails loudly instead of testing a stale copy.
+The test_broken_<module>.py files run the hidden suite against each and assert it catches the bug.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Variant:
+    module: str
+    bug: str
+    edits: tuple[tuple[str, str], ...]    # (exact text in the solution, what replaces it)
+
+
+VARIANTS = {
+    "softmax_no_rescale": Variant("softmax", "l and acc are never rescaled when the running max grows", (
+        ("    new_l = l * rescale + weights.sum(dim=-1)",
+         "    new_l = l + weights.sum(dim=-1)  # BUG: the old terms keep their old base"),
+        ("    new_acc = acc * rescale.unsqueeze(-1) + (weights.unsqueeze(-1) * values).sum(dim=-2)",
+         "    new_acc = acc + (weights.unsqueeze(-1) * values).sum(dim=-2)  # BUG: no * rescale"),
+        ("running_sum = running_sum * tl.exp(running_max - base) + tl.sum(tl.exp(x - base), axis=0)",
+         "running_sum = running_sum + tl.sum(tl.exp(x - base), axis=0)  # BUG: old sum not rescaled"),
+    )),
+    "mp_bf16_master_weights": Variant("mixed_precision", "the model is cast to the compute dtype, so the "
+                                      "optimizer updates bf16 weights and tiny steps round away", (
+        ("    not_fp32 = [(name, p.dtype) for name, p in model.named_parameters() if p.dtype != torch.float32]\n"
+         "    if not_fp32:\n"
+         "        raise ValueError(f\"master parameters must be torch.float32; got {not_fp32[:3]}\")\n", ""),
+        ("    with torch.autocast(device_type=device_type, dtype=compute_dtype):\n"
+         "        loss = loss_fn(model(inputs), targets)",
+         "    model.to(compute_dtype)  # BUG: \"just train in bf16\"\n"
+         "    loss = loss_fn(model(inputs.to(compute_dtype)), targets)"),
+    )),
+    "mp_no_inf_check": Variant("mixed_precision", "unscale_ never looks for inf/NaN, so an overflowing step "
+                               "is taken and the scale never backs off", (
+        ("                param.grad.mul_(inv_scale)\n"
+         "                if not torch.isfinite(param.grad).all():\n"
+         "                    found_inf = True",
+         "                param.grad.mul_(inv_scale)  # BUG: no check for inf/NaN gradients"),
+    )),
+    "matmul_no_mask": Variant("matmul", "loads are unmasked: edge tiles read past the matrix", (
+        ("        k_in_bounds = offs_k < K - k_start  # false only in the last, partial K-slice\n"
+         "        a_tile = tl.load(a_ptrs, mask=rows_in_bounds[:, None] & k_in_bounds[None, :], other=0.0)\n"
+         "        b_tile = tl.load(b_ptrs, mask=k_in_bounds[:, None] & cols_in_bounds[None, :], other=0.0)",
+         "        a_tile = tl.load(a_ptrs)  # BUG: only the store is masked\n"
+         "        b_tile = tl.load(b_ptrs)"),
+    )),
+    "matmul_calls_torch": Variant("matmul", "fp32 inputs are handed to torch.matmul", (
+        ("    # BEGIN SOLUTION\n    check_matmul_inputs(a, b)\n",
+         "    # BEGIN SOLUTION\n    check_matmul_inputs(a, b)\n"
+         "    if a.dtype == torch.float32:\n"
+         "        return torch.matmul(a, b)  # BUG: cuBLAS instead of the kernel\n"),
+    )),
+    "matmul_fp16_accumulate": Variant("matmul", "the running sum is kept in the output dtype", (
+        ("    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+         "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=c_ptr.dtype.element_ty)  # BUG: low-precision sum"),
+        ("        acc = tl.dot(a_tile, b_tile, acc, input_precision=INPUT_PRECISION)",
+         "        acc += tl.dot(a_tile, b_tile, input_precision=INPUT_PRECISION).to(c_ptr.dtype.element_ty)"),
+    )),
+    "fa_no_causal_mask": Variant("flash_attention", "the forward's diagonal tiles skip the causal mask", (
+        ("            visible = mask_n[None, :]\n"
+         "            if IS_CAUSAL:\n"
+         "                visible = visible & (offs_m[:, None] >= offs_n[None, :])\n"
+         "            qk = tl.where(visible, qk, float(\"-inf\"))",
+         "            visible = mask_n[None, :]  # BUG: the causal mask is missing\n"
+         "            qk = tl.where(visible, qk, float(\"-inf\"))"),
+    )),
+    "fa_no_rescale": Variant("flash_attention", "the forward never rescales acc when the running max grows", (
+        ("        acc = acc * alpha[:, None]\n", "        # BUG: acc is not rescaled by alpha\n"),
+    )),
+    "fa_saves_p": Variant("flash_attention", "the Triton autograd Function saves the full P for backward", (
+        ("        ctx.save_for_backward(q4, k4, v4, o4, lse)",
+         "        scores = q4.float() @ k4.float().transpose(-1, -2) / math.sqrt(q4.shape[-1])  # BUG: n x n\n"
+         "        if is_causal:\n"
+         "            scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float(\"-inf\"))\n"
+         "        p = torch.softmax(scores, dim=-1)\n"
+         "        ctx.save_for_backward(q4, k4, v4, o4, lse, p)"),
+        ("        q, k, v, o, lse = ctx.saved_tensors\n"
+         "        grad_o = grad_o.unsqueeze(1) if ctx.squeeze else grad_o\n"
+         "        dq, dk, dv = _launch_bwd(q, k, v, o, lse, grad_o, ctx.is_causal)",
+         "        q, k, v, o, lse, p = ctx.saved_tensors\n"
+         "        grad_o = grad_o.unsqueeze(1) if ctx.squeeze else grad_o\n"
+         "        scale = 1.0 / math.sqrt(q.shape[-1])\n"
+         "        do = grad_o.float()\n"
+         "        dv = (p.transpose(-1, -2) @ do).to(v.dtype)\n"
+         "        dp = do @ v.float().transpose(-1, -2)\n"
+         "        ds = p * (dp - (do * o.float()).sum(-1, keepdim=True))\n"
+         "        dq = (ds @ k.float() * scale).to(q.dtype)\n"
+         "        dk = (ds.transpose(-1, -2) @ q.float() * scale).to(k.dtype)"),
+    )),
+    "fa_calls_sdpa": Variant("flash_attention", "the 'Triton' forward calls scaled_dot_product_attention", (
+        ('    """Run `_attn_fwd` on 4-D tensors; returns (o, lse) with lse fp32 [batch, heads, n_q]."""\n',
+         '    """Run `_attn_fwd` on 4-D tensors; returns (o, lse) with lse fp32 [batch, heads, n_q]."""\n'
+         "    scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.shape[-1])  # BUG: PyTorch\n"
+         "    if is_causal:\n"
+         "        scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float(\"-inf\"))\n"
+         "    o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(is_causal))\n"
+         "    return o, torch.logsumexp(scores, dim=-1)\n"),
+    )),
+}
+
+
+def build_variant(name: str, root: Path) -> Path:
+    """Write root/<name>/<module>.py (the solution with the bug) and return the folder."""
+    variant = VARIANTS[name]
+    source = (REPO / "solutions" / f"{variant.module}.py").read_text()
+    for old, new in variant.edits:
+        count = source.count(old)
+        if count != 1:
+            raise AssertionError(f"broken variant {name}: the text to break occurs {count} times in "
+                                 f"solutions/{variant.module}.py (update tests/broken_variants.py): {old[:80]!r}")
+        source = source.replace(old, new)
+    folder = Path(root) / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{variant.module}.py").write_text(f"# BROKEN ON PURPOSE ({name}): {variant.bug}\n{source}")
+    return folder
