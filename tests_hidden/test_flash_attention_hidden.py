@@ -6,14 +6,13 @@ The helpers repeat the public suite's on purpose: this file is graded on its own
 be able to import every scenario function from this module alone.
 """
 
-import math
-
 import pytest
 import torch
 
+from grader.attention_reference import (assert_backward_matches, assert_forward_matches,
+                                        attention_forward_backward, attention_function, describe, random_qkv)
 from grader.benchmarks import flash_attention as attention_benchmarks
-from grader.testing import (ATTENTION_OPS, GRADIENT_FACTOR, OUTPUT_FACTOR, assert_close, assert_close_lowp,
-                            randn, raises_from_student)
+from grader.testing import ATTENTION_OPS, randn, raises_from_student
 from grader.timing import measure_ratio
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -21,47 +20,6 @@ SEEDS = [0, 1]  # each id also gets its own generator seed; two draws per case
 
 
 # ------------------------------------------------------------------ references and scenarios
-
-
-def causal_mask(n_q, n_k, device):
-    """True where query i may see key j (j <= i)."""
-    return torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril()
-
-
-def reference_attention(q, k, v, is_causal):
-    """(o, lse) in fp64, materialising the scores (fine at test sizes)."""
-    q, k, v = q.double(), k.double(), v.double()
-    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    if is_causal:
-        scores = scores.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v, torch.logsumexp(scores, dim=-1)
-
-
-def naive_attention(q, k, v, is_causal):
-    """(o, lse) computed plainly at the inputs' dtype: the error budget's yardstick."""
-    scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))
-    if is_causal:
-        scores = scores.masked_fill(~causal_mask(q.shape[-2], k.shape[-2], q.device), float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v, torch.logsumexp(scores, dim=-1)
-
-
-def reference_grads(q, k, v, grad_o, is_causal, attention):
-    q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
-    attention(q, k, v, is_causal)[0].backward(grad_o.to(q.dtype))
-    return q.grad, k.grad, v.grad
-
-
-def _attention(modules, function_name):
-    attention = getattr(modules.flash_attention, function_name)
-    return getattr(attention, "apply", attention)
-
-
-def attention_forward_backward(modules, function_name, q, k, v, grad_o, is_causal):
-    """Worker side: o = <function_name>(q, k, v, is_causal); o.backward(grad_o); o and the grads."""
-    q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
-    o = _attention(modules, function_name)(q, k, v, is_causal)
-    o.backward(grad_o)
-    return o.detach(), q.grad, k.grad, v.grad
 
 
 def largest_saved_tensor(modules, function_name, q, k, v, is_causal):
@@ -74,7 +32,7 @@ def largest_saved_tensor(modules, function_name, q, k, v, is_causal):
 
     q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        o = _attention(modules, function_name)(q, k, v, is_causal)
+        o = attention_function(modules, function_name)(q, k, v, is_causal)
     return max(sizes, default=0), len(sizes), o.grad_fn is not None
 
 
@@ -83,7 +41,7 @@ def peak_extra_memory(modules, function_name, batch, heads, n, d, is_causal):
     gen = torch.Generator().manual_seed(n)
     q, k, v, grad_o = (torch.randn(batch, heads, n, d, generator=gen).to("cuda", torch.bfloat16)
                        for _ in range(4))
-    attention = _attention(modules, function_name)
+    attention = attention_function(modules, function_name)
     for measuring in (False, True):  # the first pass compiles the kernels
         qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
         torch.cuda.synchronize()
@@ -94,39 +52,6 @@ def peak_extra_memory(modules, function_name, batch, heads, n, d, is_causal):
         peak = torch.cuda.max_memory_allocated() - base
         del qg, kg, vg
     return peak
-
-
-def random_qkv(shape_q, n_k, dtype, device, gen, scale=1.0):
-    shape_kv = (*shape_q[:-2], n_k, shape_q[-1])
-    return tuple(randn(shape, dtype=dtype, device=device, gen=gen, scale=scale)
-                 for shape in (shape_q, shape_kv, shape_kv))
-
-
-def describe(q, k, is_causal):
-    return f"q {tuple(q.shape)} k {tuple(k.shape)} {str(q.dtype).removeprefix('torch.')} causal={is_causal}"
-
-
-def assert_forward_matches(o, lse, q, k, v, is_causal):
-    """o and lse (unless None) within 2x the naive low-precision error (both vs fp64)."""
-    context = describe(q, k, is_causal)
-    assert o.dtype == q.dtype, f"[{context}] o has dtype {o.dtype}, expected {q.dtype}"
-    assert tuple(o.shape) == tuple(q.shape), f"[{context}] o has shape {tuple(o.shape)}, expected q's"
-    ref_o, ref_lse = reference_attention(q, k, v, is_causal)
-    naive_o, naive_lse = naive_attention(q, k, v, is_causal)
-    assert_close_lowp(o, ref_o, naive_o, factor=OUTPUT_FACTOR, what="o", context=context)
-    if lse is not None:
-        assert lse.dtype == torch.float32, f"[{context}] lse has dtype {lse.dtype}, expected torch.float32"
-        assert_close_lowp(lse, ref_lse, naive_lse, factor=OUTPUT_FACTOR, what="lse", context=context)
-
-
-def assert_backward_matches(grads, q, k, v, grad_o, is_causal):
-    """dq, dk, dv within 3x the naive low-precision autograd error (both vs fp64 autograd)."""
-    context = describe(q, k, is_causal)
-    refs = reference_grads(q.double(), k.double(), v.double(), grad_o, is_causal, reference_attention)
-    naives = reference_grads(q, k, v, grad_o, is_causal, naive_attention)
-    for name, got, ref, naive in zip(("dq", "dk", "dv"), grads, refs, naives):
-        assert got.dtype == q.dtype, f"[{context}] {name} has dtype {got.dtype}, expected {q.dtype}"
-        assert_close_lowp(got, ref, naive, factor=GRADIENT_FACTOR, what=name, context=context)
 
 
 # ------------------------------------------------------------------ Triton forward, more shapes
