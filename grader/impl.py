@@ -231,6 +231,7 @@ class IsolatedImpl(Impl):
         self.call_timeout = call_timeout
         self._process = None
         self._conn = None
+        self._ready = False
 
     def _request(self, kind, target, args, kwargs):
         from grader import channel
@@ -284,9 +285,26 @@ class IsolatedImpl(Impl):
             raise StudentCodeError(str(reply[1]), str(reply[2]), str(reply[3]))
         raise channel.ChannelError(f"malformed reply from the worker (status {status!r})")
 
+    def start(self) -> None:
+        """Spawn the worker now, so it imports torch while the checker is still collecting tests."""
+        if self._process is None:
+            self._spawn()
+
     def _connection(self):
-        if self._process is not None and self._process.is_alive():
-            return self._conn
+        if self._process is None or not self._process.is_alive():
+            self._kill()
+            self._spawn()
+        if not self._ready:
+            # Start-up (importing torch and Triton) is not the student's time: wait for "ready" apart.
+            from grader import channel
+
+            if channel.load_reply(self._receive(STARTUP_TIMEOUT, "the worker did not start")) != ("ready",):
+                self._kill()
+                raise channel.ChannelError("the worker did not start cleanly")
+            self._ready = True
+        return self._conn
+
+    def _spawn(self) -> None:
         import torch.multiprocessing as mp
 
         from grader import worker
@@ -297,13 +315,7 @@ class IsolatedImpl(Impl):
                                         args=(child_conn, self.spec, self.extra_sys_path, self.scratch))
         self._process.start()
         child_conn.close()
-        # Start-up (importing torch and Triton) is not the student's time: wait for "ready" apart.
-        from grader import channel
-
-        if channel.load_reply(self._receive(STARTUP_TIMEOUT, "the worker did not start")) != ("ready",):
-            self._kill()
-            raise channel.ChannelError("the worker did not start cleanly")
-        return self._conn
+        self._ready = False
 
     def _kill(self):
         process, self._process = self._process, None

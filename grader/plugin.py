@@ -49,6 +49,23 @@ def pytest_configure(config):
         config.addinivalue_line("markers", line)
     config.stash[_STATE] = {"policy": policy, "points": load_points(gpu_name=_gpu_name(policy)),
                             "records": [], "impl": None, "stream": None}
+    if config.getoption("--isolate") and not config.getoption("--collect-only", False):
+        _start_worker_early(config)
+
+
+def _start_worker_early(config) -> None:
+    """Spawn the isolated worker now: its torch import overlaps the checker's test collection."""
+    from grader.impl import make_impl
+
+    paths = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    folders = sorted({str(p if p.is_dir() else p.parent) for p in paths if p.exists()})
+    try:
+        built = make_impl(config.getoption("--impl"), isolated=True,
+                          extra_sys_path=folders + [str(config.rootpath)])
+    except FileNotFoundError:
+        return  # the impl fixture reports it on first use
+    built.start()
+    config.stash[_STATE]["impl"] = built
 
 
 def _gpu_name(policy):
@@ -143,9 +160,11 @@ def impl(request):
     from grader.impl import make_impl
 
     config = request.config
-    test_dirs = sorted({str(Path(str(item.path)).parent) for item in request.session.items})
-    built = make_impl(config.getoption("--impl"), isolated=config.getoption("--isolate"),
-                      extra_sys_path=test_dirs + [str(config.rootpath)])
+    built = config.stash[_STATE]["impl"]
+    if built is None:
+        test_dirs = sorted({str(Path(str(item.path)).parent) for item in request.session.items})
+        built = make_impl(config.getoption("--impl"), isolated=config.getoption("--isolate"),
+                          extra_sys_path=test_dirs + [str(config.rootpath)])
     yield built
     built.close()
 
@@ -269,6 +288,8 @@ def _record(item, check_id, outcome, message, duration):
 
 def pytest_sessionfinish(session):
     state = session.config.stash.get(_STATE, None)
+    if state and state["impl"] is not None:
+        state["impl"].close()  # also when no test asked for it (everything deselected or skipped)
     if state and state["stream"] is not None:
         state["stream"].write(results.END_LINE + "\n")
         state["stream"].close()
