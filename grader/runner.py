@@ -17,7 +17,6 @@ import json
 import os
 import queue
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,9 @@ from pathlib import Path
 import click
 
 import grader
-from grader import results, sandbox, submission
+from grader import sandbox, submission
+from grader.checking_run import (CHECKER_LAUNCHER, BoundedLog, check_bwrap_works, classify_exit, drain,
+                                 drain_fd, gpu_name_of, importable, kill_group, warm_checker_tree)
 from grader.errors import BadSubmission, GraderError
 from grader.points import POINTS_DIR, load_points
 from grader.report import gradebook, html
@@ -39,18 +40,10 @@ from grader.report.model import build_result, maximum, not_gradable_result, poin
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SUITE_DIRS = {"public": ("tests_public",), "hidden": ("tests_hidden",), "all": ("tests_public", "tests_hidden")}
 DEFAULT_TIMEOUT = 1800.0          # seconds per submission (the full GPU suite takes a few minutes)
-LOG_HEAD = LOG_TAIL = 100_000     # bytes of the child's output kept: head and tail, 200 KB in all
 RESULT_FILE = "result.json"
 # Files the checking run never uses: editing them (a report template, say) keeps existing grades.
-PARENT_ONLY = ("grader/report/", "grader/handout/", "grader/runner.py", "grader/cli.py",
-               "grader/sandbox.py", "grader/submission.py", "grader/bench.py")
-# The checking process makes itself non-dumpable before pytest starts: its /proc entries (the results
-# pipe under /proc/<pid>/fd, its memory) then need CAP_SYS_PTRACE, which the sandbox drops, so the
-# worker running student code cannot write into the results pipe. Exec resets this for the worker.
-CHECKER_LAUNCHER = ("import ctypes, sys\n"
-                    "try:\n    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0\n"
-                    "except (OSError, AttributeError):\n    pass\n"
-                    "import pytest\nsys.exit(pytest.main(sys.argv[1:]))\n")
+PARENT_ONLY = ("grader/report/", "grader/handout/", "grader/runner.py", "grader/checking_run.py",
+               "grader/cli.py", "grader/sandbox.py", "grader/submission.py", "grader/bench.py")
 
 
 @dataclass
@@ -311,8 +304,8 @@ class Batch:
             self.running[student] = process
         log = BoundedLog()
         stream = bytearray()
-        readers = [threading.Thread(target=_drain, args=(process.stdout, log.add), daemon=True),
-                   threading.Thread(target=_drain_fd, args=(read_end, stream.extend), daemon=True)]
+        readers = [threading.Thread(target=drain, args=(process.stdout, log.add), daemon=True),
+                   threading.Thread(target=drain_fd, args=(read_end, stream.extend), daemon=True)]
         for reader in readers:
             reader.start()
         timed_out = False
@@ -333,7 +326,7 @@ class Batch:
 
     def checker_command(self, impl_dir: Path, results_fd: int) -> list[str]:
         command = [sys.executable, "-c", CHECKER_LAUNCHER, "-p", "grader.plugin"]
-        if _importable("pytest_timeout"):
+        if importable("pytest_timeout"):
             command += ["-p", "pytest_timeout"]
         command += [*SUITE_DIRS[self.settings.suite], "--impl", str(impl_dir), "--isolate",
                     "--results-json", f"/dev/fd/{results_fd}", "-q", "--tb=short", "-p", "no:cacheprovider"]
@@ -440,107 +433,6 @@ def build_checker_tree(settings: Settings, root: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def check_bwrap_works(bwrap: str) -> None:
-    """Refuse to grade when bubblewrap is installed but cannot build a sandbox here (no user
-    namespaces, a locked-down container): grading unsandboxed must be asked for with --no-sandbox."""
-    try:
-        probe = subprocess.run(sandbox.probe_argv(bwrap), capture_output=True, text=True, timeout=60)
-        problem = (probe.stderr.strip() or f"exit code {probe.returncode}") if probe.returncode != 0 else ""
-    except (OSError, subprocess.TimeoutExpired) as error:
-        problem = str(error)
-    if problem:
-        raise GraderError(f"bubblewrap ({bwrap}) cannot create a sandbox on this machine: {problem[-300:]}. "
-                          "Fix that, or grade without a sandbox with --no-sandbox.")
-
-
-def warm_checker_tree(root: Path, suite_dirs, timeout: float = 300.0) -> None:
-    """Collect the suites once, here, so Python's and pytest's bytecode caches exist before the tree
-    turns read-only: every checking run then skips recompiling the suites (seconds each on a CPU).
-    Then make the tree read-only (the sandbox mounts it read-only anyway)."""
-    env = sandbox.child_env(dict(os.environ), scratch=root.parent / "warm", pythonpath=root, gpus=[])
-    env.pop("PYTHONDONTWRITEBYTECODE")
-    for folder in sandbox.scratch_folders(root.parent / "warm"):
-        folder.mkdir(parents=True, exist_ok=True)
-    try:
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "grader")], env=env,
-                       capture_output=True, timeout=timeout)
-        subprocess.run([sys.executable, "-m", "pytest", "-p", "grader.plugin", "--collect-only", "-q",
-                        "-p", "no:cacheprovider", *suite_dirs], cwd=root, env=env, capture_output=True,
-                       timeout=timeout, start_new_session=True)
-    except (OSError, subprocess.TimeoutExpired):
-        pass                       # only a speed-up: each run compiles for itself instead
-    for path in root.rglob("*"):
-        if not path.is_symlink():
-            path.chmod(path.stat().st_mode & ~0o222)
-
-
-def gpu_name_of(stream: str) -> str | None:
-    """The GPU model the checking run reported in its header ("CUDA: NVIDIA H200"), if any."""
-    first = stream.split("\n", 1)[0]
-    try:
-        header = json.loads(first)
-    except ValueError:
-        return None
-    environment = header.get("environment") if isinstance(header, dict) else None
-    if not isinstance(environment, dict) or header.get("device") != "cuda":
-        return None
-    name = environment.get("gpu") or str(environment.get("device", "")).removeprefix("CUDA:").strip()
-    return str(name) or None
-
-
-def classify_exit(code: int | None, timed_out: bool, timeout: float, stream: str) -> tuple[str, str]:
-    """The run's status from how it ended; only a run that wrote its end line counts as graded."""
-    finished = any(line.strip() == results.END_LINE for line in stream.splitlines()[-3:])
-    if timed_out:
-        return "timeout", f"stopped after the {timeout:g} s wall-clock budget; checks that had not " \
-                          "reported score zero"
-    if code in (0, 1) and finished:
-        return "graded", ""
-    if code is not None and code < 0:
-        return "crashed", f"the checking run was killed by signal {signal.Signals(-code).name}"
-    meaning = {2: "interrupted", 3: "pytest internal error", 4: "pytest usage error (harness problem)",
-               5: "no tests were collected"}.get(code, "ended early")
-    return "crashed", f"the checking run exited with code {code} ({meaning}) before finishing"
-
-
-def kill_group(process: subprocess.Popen) -> None:
-    """SIGKILL the child's whole process group (it was started in its own session)."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-
-
-class BoundedLog:
-    """Keeps the first LOG_HEAD and last LOG_TAIL bytes of a stream; says how much it dropped."""
-
-    def __init__(self, head: int = LOG_HEAD, tail: int = LOG_TAIL):
-        self.head_limit, self.tail_limit = head, tail
-        self.head, self.tail, self.dropped = bytearray(), bytearray(), 0
-        self.lock = threading.Lock()
-
-    def add(self, chunk: bytes):
-        with self.lock:
-            room = self.head_limit - len(self.head)
-            if room > 0:
-                self.head += chunk[:room]
-                chunk = chunk[room:]
-            self.tail += chunk
-            excess = len(self.tail) - self.tail_limit
-            if excess > 0:
-                del self.tail[:excess]
-                self.dropped += excess
-
-    def text(self) -> str:
-        with self.lock:
-            middle = f"\n\n[... {self.dropped} bytes of output left out ...]\n\n".encode() if self.dropped else b""
-            return bytes(self.head + middle + self.tail).decode("utf-8", errors="replace")
-
-
 def write_submission_outputs(folder: Path, result: dict, log: str) -> None:
     """result.json, Gradescope's results.json, report.html and log.txt, each written atomically."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -572,28 +464,6 @@ def _write_atomic(path: Path, text: str) -> None:
     temporary = path.with_name(path.name + ".tmp")
     temporary.write_text(text, encoding="utf-8")
     os.replace(temporary, path)
-
-
-def _drain(pipe, sink):
-    with pipe:
-        for chunk in iter(lambda: pipe.read1(65536), b""):
-            sink(chunk)
-
-
-def _drain_fd(fd, sink, limit: int = 32 << 20):
-    """Read the results pipe; stop keeping data past `limit` bytes (a flood is not a result)."""
-    kept = 0
-    with os.fdopen(fd, "rb", buffering=0) as pipe:
-        for chunk in iter(lambda: pipe.read(65536), b""):
-            if kept < limit:
-                sink(chunk[: limit - kept])
-                kept += len(chunk)
-
-
-def _importable(name: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(name) is not None
 
 
 def _clock(seconds: float) -> str:

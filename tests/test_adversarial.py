@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import runner
+from grader import checking_run, runner
 from grader import sandbox
 
 GALLERY = Path(__file__).resolve().parent / "submissions"
@@ -320,7 +320,7 @@ def test_messages_are_data_not_records_or_markup(batch):
 
 def test_flood_keeps_the_log_bounded(batch):
     log = batch["out"] / "flood_stdout" / "log.txt"
-    assert log.stat().st_size <= runner.LOG_HEAD + runner.LOG_TAIL + 200
+    assert log.stat().st_size <= checking_run.LOG_HEAD + checking_run.LOG_TAIL + 200
     assert len(result_of(batch, "flood_stdout")["log_tail"]) <= 4000
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import runner
-from grader.runner import classify_exit, detect_gpus, grade_all, parse_gpus
+from grader import checking_run, runner
+from grader.checking_run import classify_exit
+from grader.runner import detect_gpus, grade_all, parse_gpus
 from grader.sandbox import find_bwrap
 
 REPO = Path(__file__).resolve().parent.parent
@@ -252,7 +253,7 @@ def test_archive_with_wrapper_folder_is_graded(graded):
 def test_report_records_sandbox_and_log_is_bounded(graded):
     result = _result(graded["out"], "good")
     assert result["sandbox"] == ("bubblewrap" if find_bwrap() else "none")
-    assert (graded["out"] / "good" / "log.txt").stat().st_size <= runner.LOG_HEAD + runner.LOG_TAIL + 200
+    assert (graded["out"] / "good" / "log.txt").stat().st_size <= checking_run.LOG_HEAD + checking_run.LOG_TAIL + 200
 
 
 def test_unchanged_submissions_are_kept_and_changed_or_only_ones_regraded(graded, tmp_path):
@@ -361,7 +362,7 @@ def test_exit_classification(code, timed_out, stream, status):
 
 
 def test_bounded_log_keeps_head_and_tail():
-    log = runner.BoundedLog(head=10, tail=10)
+    log = checking_run.BoundedLog(head=10, tail=10)
     for _ in range(100):
         log.add(b"0123456789")
     text = log.text()
@@ -380,9 +381,9 @@ def test_parent_side_modules_import_without_torch():
 
 def test_gpu_name_for_calibrated_ladders_comes_from_the_run_header():
     header = json.dumps({"type": "header", "device": "cuda", "environment": {"device": "CUDA: NVIDIA H200"}})
-    assert runner.gpu_name_of(header + "\n") == "NVIDIA H200"
+    assert checking_run.gpu_name_of(header + "\n") == "NVIDIA H200"
     cpu = json.dumps({"type": "header", "device": "cpu", "environment": {"device": "no CUDA"}})
-    assert runner.gpu_name_of(cpu) is None and runner.gpu_name_of("") is None
+    assert checking_run.gpu_name_of(cpu) is None and checking_run.gpu_name_of("") is None
 
 
 def test_installed_but_broken_bubblewrap_stops_the_batch_with_advice(tmp_path):
@@ -390,7 +391,7 @@ def test_installed_but_broken_bubblewrap_stops_the_batch_with_advice(tmp_path):
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)
     with pytest.raises(runner.GraderError, match="--no-sandbox") as error:
-        runner.check_bwrap_works(str(fake))
+        checking_run.check_bwrap_works(str(fake))
     assert "No permissions to create new namespace" in str(error.value)
 
 
