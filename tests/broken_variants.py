@@ -7,6 +7,9 @@ The test_broken_<module>.py files run the hidden suite against each and assert i
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,3 +125,22 @@ def build_variant(name: str, root: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{variant.module}.py").write_text(f"# BROKEN ON PURPOSE ({name}): {variant.bug}\n{source}")
     return folder
+
+
+def hidden_suite_outcomes(suite: str, impl: Path | str, report: Path, timeout: float = 600) -> dict[str, str]:
+    """{test name: "passed" | "failed" | "skipped"} from running `suite` against `impl` in a subprocess.
+
+    The run must end with some tests failed (exit 1): a broken module that passes everything, or a
+    suite that could not start, fails the caller's fixture here.
+    """
+    command = [sys.executable, "-m", "pytest", suite, "--impl", str(impl), "-q", "-p", "no:cacheprovider",
+               f"--junitxml={report}"]
+    run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    assert Path(report).exists(), f"the hidden suite did not run:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    outcomes = {}
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        failed = case.find("failure") is not None or case.find("error") is not None
+        skipped = case.find("skipped") is not None
+        outcomes[case.get("name")] = "failed" if failed else "skipped" if skipped else "passed"
+    assert run.returncode == 1, f"expected some hidden tests to fail (exit 1), got {run.returncode}"
+    return outcomes

@@ -7,15 +7,10 @@
 Each must fail the tests that guard its bug and pass the tests of what it gets right.
 """
 
-import subprocess
-import sys
-import xml.etree.ElementTree as ElementTree
-from pathlib import Path
 
 import pytest
-from broken_variants import build_variant
+from broken_variants import build_variant, hidden_suite_outcomes
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 HIDDEN_SUITE = "tests_hidden/test_mixed_precision_hidden.py"
 
 EXPECTED = {
@@ -46,26 +41,12 @@ EXPECTED = {
 }
 
 
-def hidden_outcomes(tmp_path_factory, broken):
-    """{test name: "passed" | "failed" | "skipped"} from running the hidden suite against `broken`."""
-    report = tmp_path_factory.mktemp("broken") / "junit.xml"
-    command = [sys.executable, "-m", "pytest", HIDDEN_SUITE, "--impl", broken, "-q", "-p", "no:cacheprovider",
-               f"--junitxml={report}"]
-    run = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
-    assert report.exists(), f"the hidden suite did not run:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
-    results = {}
-    for case in ElementTree.parse(report).getroot().iter("testcase"):
-        failed = case.find("failure") is not None or case.find("error") is not None
-        skipped = case.find("skipped") is not None
-        results[case.get("name")] = "failed" if failed else "skipped" if skipped else "passed"
-    assert run.returncode == 1, f"expected some hidden tests to fail (exit 1), got {run.returncode}"
-    return results
-
-
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory):
     root = tmp_path_factory.mktemp("variants")
-    return {broken: hidden_outcomes(tmp_path_factory, str(build_variant(broken, root))) for broken in EXPECTED}
+    return {broken: hidden_suite_outcomes(HIDDEN_SUITE, build_variant(broken, root),
+                                          tmp_path_factory.mktemp("broken") / "junit.xml")
+            for broken in EXPECTED}
 
 
 CASES = [(broken, want, name) for broken, wants in EXPECTED.items() for want, names in wants.items()

@@ -7,15 +7,10 @@ of 17/6. The hidden suite must fail the tests that guard rescaling, and still pa
 the module gets right (the one-pass kernel never rescales), so the failures are about the bug.
 """
 
-import subprocess
-import sys
-import xml.etree.ElementTree as ElementTree
-from pathlib import Path
 
 import pytest
-from broken_variants import build_variant
+from broken_variants import build_variant, hidden_suite_outcomes
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 BROKEN = "softmax_no_rescale"
 HIDDEN_SUITE = "tests_hidden/test_softmax_hidden.py"
 
@@ -41,26 +36,10 @@ CONTROL_TESTS = [
 ]
 
 
-def hidden_outcomes(tmp_path_factory, broken, suite):
-    """{test name: "passed" | "failed" | "skipped"} from running `suite` against the `broken` module."""
-    report = tmp_path_factory.mktemp("broken") / "junit.xml"
-    command = [sys.executable, "-m", "pytest", suite, "--impl", broken, "-q", "-p", "no:cacheprovider",
-               f"--junitxml={report}"]
-    run = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
-    assert report.exists(), f"the hidden suite did not run:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
-    results = {}
-    for case in ElementTree.parse(report).getroot().iter("testcase"):
-        failed = case.find("failure") is not None or case.find("error") is not None
-        skipped = case.find("skipped") is not None
-        results[case.get("name")] = "failed" if failed else "skipped" if skipped else "passed"
-    assert run.returncode == 1, f"expected some hidden tests to fail (exit 1), got {run.returncode}"
-    return results
-
-
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory):
     broken = build_variant(BROKEN, tmp_path_factory.mktemp("variants"))
-    return hidden_outcomes(tmp_path_factory, str(broken), HIDDEN_SUITE)
+    return hidden_suite_outcomes(HIDDEN_SUITE, broken, tmp_path_factory.mktemp("broken") / "junit.xml")
 
 
 @pytest.mark.parametrize("name", TRAP_TESTS)
