@@ -11,7 +11,8 @@ with the same edge cases are used.
 import pytest
 import torch
 
-from grader.testing import MATMUL_OPS, assert_close_lowp, randn, raises_from_student
+from grader.matmul_reference import assert_matmul_close, describe
+from grader.testing import MATMUL_OPS, randn, raises_from_student
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -29,65 +30,10 @@ LECTURE_SHAPES = {
 # ---------------------------------------------------------------------------------------- helpers
 
 
-def reference_and_naive(a, b):
-    """fp64 product of the given (already rounded) inputs, and the plain product at their precision."""
-    reference = a.double() @ b.double()
-    if a.dtype == torch.float32:
-        naive = sequential_fp32_matmul(a, b)
-    else:
-        with exact_torch_matmul():
-            naive = a @ b
-    return reference, naive
-
-
-def sequential_fp32_matmul(a, b):
-    """The textbook loop in fp32: one multiply-add per k, in order, as a single FMA chain sums.
-
-    The fp32 baseline: torch.matmul's own fp32 error depends on how cuBLAS splits K (a tree of short
-    partial sums rounds 2-5x less than one chain over all of K), so it is no fair yardstick for a tiled
-    kernel. TF32 inputs cost 100-300x this loop's error at the K used here; exact fp32 costs about 1x."""
-    acc = torch.zeros((a.shape[0], b.shape[1]), dtype=torch.float32, device=a.device)
-    for k in range(a.shape[1]):
-        acc.addcmul_(a[:, k:k + 1], b[k:k + 1, :])
-    return acc
-
-
-class exact_torch_matmul:
-    """Hold torch.matmul's baseline to what it promises: no TF32 for fp32, no fp16/bf16 partial sums.
-
-    (cuBLAS is otherwise allowed TF32 when a program enables it, and split-K reductions in fp16/bf16
-    by default, which would inflate the error the kernel is compared with.)"""
-
-    FLAGS = ("allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction")
-
-    def __enter__(self):
-        self.saved = {flag: getattr(torch.backends.cuda.matmul, flag) for flag in self.FLAGS}
-        for flag in self.FLAGS:
-            setattr(torch.backends.cuda.matmul, flag, False)
-
-    def __exit__(self, *exc):
-        for flag, value in self.saved.items():
-            setattr(torch.backends.cuda.matmul, flag, value)
-
-
-def assert_matmul_close(out, a, b, context):
-    """Shape, dtype and values of `out` as the product a @ b."""
-    M, N = a.shape[0], b.shape[1]
-    assert isinstance(out, torch.Tensor), f"[{context}] expected a tensor, got {type(out).__name__}"
-    assert tuple(out.shape) == (M, N), f"[{context}] result shape {tuple(out.shape)}, expected {(M, N)}"
-    assert out.dtype == a.dtype, f"[{context}] result dtype {out.dtype}, expected the inputs' {a.dtype}"
-    reference, naive = reference_and_naive(a, b)
-    assert_close_lowp(out, reference, naive, factor=2.0, floor=1e-5, what="a @ b", context=context)
-
-
 def random_pair(M, K, N, dtype, device, gen):
     a = randn((M, K), dtype=dtype, device=device, gen=gen)
     b = randn((K, N), dtype=dtype, device=device, gen=gen)
     return a, b
-
-
-def describe(M, K, N, dtype, layout="row-major"):
-    return f"M={M} K={K} N={N} {str(dtype).replace('torch.', '')} {layout}"
 
 
 # ---------------------------------------------------------------------------------------- analytic

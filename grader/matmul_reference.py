@@ -1,0 +1,67 @@
+"""What both matmul suites compare against: an fp64 product and the plain product at the inputs' precision.
+
+DESIGN.md's rule: a kernel's error against fp64 may be at most 2x the error of the same product done
+plainly at the low precision (`reference_and_naive`). For fp32 the plain product is the textbook
+sequential loop, since cuBLAS's own fp32 error depends on how it splits K.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.numerics import assert_close_lowp
+
+
+def sequential_fp32_matmul(a, b):
+    """The textbook loop in fp32: one multiply-add per k, in order, as a single FMA chain sums.
+
+    The fp32 baseline: torch.matmul's own fp32 error depends on how cuBLAS splits K (a tree of short
+    partial sums rounds 2-5x less than one chain over all of K), so it is no fair yardstick for a tiled
+    kernel. TF32 inputs cost 100-300x this loop's error at the K used here; exact fp32 costs about 1x."""
+    acc = torch.zeros((a.shape[0], b.shape[1]), dtype=torch.float32, device=a.device)
+    for k in range(a.shape[1]):
+        acc.addcmul_(a[:, k:k + 1], b[k:k + 1, :])
+    return acc
+
+
+class exact_torch_matmul:
+    """Hold torch.matmul's baseline to what it promises: no TF32 for fp32, no fp16/bf16 partial sums.
+
+    (cuBLAS is otherwise allowed TF32 when a program enables it, and split-K reductions in fp16/bf16
+    by default, which would inflate the error the kernel is compared with.)"""
+
+    FLAGS = ("allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction")
+
+    def __enter__(self):
+        self.saved = {flag: getattr(torch.backends.cuda.matmul, flag) for flag in self.FLAGS}
+        for flag in self.FLAGS:
+            setattr(torch.backends.cuda.matmul, flag, False)
+
+    def __exit__(self, *exc):
+        for flag, value in self.saved.items():
+            setattr(torch.backends.cuda.matmul, flag, value)
+
+
+def reference_and_naive(a, b):
+    """fp64 product of the given (already rounded) inputs, and the plain product at their precision."""
+    reference = a.double() @ b.double()
+    if a.dtype == torch.float32:
+        naive = sequential_fp32_matmul(a, b)
+    else:
+        with exact_torch_matmul():
+            naive = a @ b
+    return reference, naive
+
+
+def assert_matmul_close(out, a, b, context):
+    """Shape, dtype and values of `out` as the product a @ b."""
+    M, N = a.shape[0], b.shape[1]
+    assert isinstance(out, torch.Tensor), f"[{context}] expected a tensor, got {type(out).__name__}"
+    assert tuple(out.shape) == (M, N), f"[{context}] result shape {tuple(out.shape)}, expected {(M, N)}"
+    assert out.dtype == a.dtype, f"[{context}] result dtype {out.dtype}, expected the inputs' {a.dtype}"
+    reference, naive = reference_and_naive(a, b)
+    assert_close_lowp(out, reference, naive, factor=2.0, floor=1e-5, what="a @ b", context=context)
+
+
+def describe(M, K, N, dtype, layout="row-major"):
+    return f"M={M} K={K} N={N} {str(dtype).replace('torch.', '')} {layout}"
