@@ -25,6 +25,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SUBMISSION_PACKAGE = "assignment"   # a submission folder is imported under the name students use
 DEFAULT_CALL_TIMEOUT = float(os.environ.get("GRADER_CALL_TIMEOUT", "300"))
 STARTUP_TIMEOUT = 120.0
+CUDA_CONTEXT_LOST = (" (this fault broke the CUDA context of the process running your code, typically a "
+                     "load or store outside a tensor: check the kernel's masks; later checks get a fresh process)")
 
 
 class StudentCodeError(Exception):
@@ -281,8 +283,12 @@ class IsolatedImpl(Impl):
             return result
         if status == "not_implemented":
             raise NotImplementedError(str(reply[1]))
-        if status == "error" and len(reply) == 4:
-            raise StudentCodeError(str(reply[1]), str(reply[2]), str(reply[3]))
+        if status == "error" and len(reply) == 5:
+            message = str(reply[2])
+            if reply[4] is True:   # the worker's CUDA context is broken; it exits after this reply
+                self._kill()
+                message += CUDA_CONTEXT_LOST
+            raise StudentCodeError(str(reply[1]), message, str(reply[3]))
         raise channel.ChannelError(f"malformed reply from the worker (status {status!r})")
 
     def start(self) -> None:

@@ -37,6 +37,8 @@ def serve(conn, impl_spec, extra_sys_path, scratch) -> None:
         if request is None:
             return
         keep_alive = _answer(conn, modules, request)  # noqa: F841 - held until the next request
+        if keep_alive[0] == "error" and keep_alive[4]:
+            return  # this process cannot run CUDA any more: the checker starts a fresh worker
 
 
 def _answer(conn, modules, request):
@@ -47,11 +49,13 @@ def _answer(conn, modules, request):
     except NotImplementedError as error:
         reply = ("not_implemented", str(error), _tail(traceback.format_exc()))
     except BaseException as error:  # anything the student's code raised, SystemExit included
-        reply = ("error", type(error).__name__, str(error)[:2000], _tail(traceback.format_exc()))
+        reply = ("error", type(error).__name__, str(error)[:2000], _tail(traceback.format_exc()),
+                 _cuda_broken())
     try:
         conn.send(reply)
     except Exception as error:  # the result could not be sent (unpicklable object)
-        conn.send(("error", "UnsendableResult", f"{type(error).__name__}: {error}", ""))
+        reply = ("error", "UnsendableResult", f"{type(error).__name__}: {error}", "", _cuda_broken())
+        conn.send(reply)
     return reply
 
 
@@ -69,11 +73,28 @@ def _execute(modules, kind, target, args, kwargs, rules):
                 result = target(modules, *args, **kwargs)
             else:
                 raise ValueError(f"unknown request kind {kind!r}")
+            _synchronize()  # a kernel's fault (illegal address) surfaces here, as this call's error
         except BaseException:
             if not hits:
                 raise
             # The forbidden op is the verdict, whatever the code did after the guard refused it.
     return result, {"launches": launches.count, "forbidden": list(hits)}
+
+
+def _synchronize() -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def _cuda_broken() -> bool:
+    """After a CUDA fault (illegal address, launch failure) every later CUDA call in this process
+    fails with the same error: only a new process gets a working context."""
+    try:
+        _synchronize()
+    except Exception:  # noqa: BLE001 - any failure here means the context is gone
+        return True
+    return False
 
 
 def _tail(text: str) -> str:

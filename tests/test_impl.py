@@ -107,6 +107,11 @@ FAKE_SOFTMAX = textwrap.dedent('''
             mask = offs < n
             tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1, mask=mask)
 
+        @triton.jit
+        def _store_far_out_of_bounds_kernel(out_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK).to(tl.int64) + (1 << 40)   # a terabyte past the tensor, no mask
+            tl.store(out_ptr + offs, tl.zeros((BLOCK,), tl.float32))
+
 
     def _channel_fds():
         """The worker's sockets: its end of the channel to the checker among them."""
@@ -142,6 +147,11 @@ FAKE_SOFTMAX = textwrap.dedent('''
         out = torch.empty_like(x)
         _add_one_kernel[(1,)](x, out, x.numel(), BLOCK=16)
         return out
+
+
+    def writes_far_out_of_bounds(x):
+        _store_far_out_of_bounds_kernel[(1,)](x, BLOCK=16)
+        return x
 ''')
 
 
@@ -326,6 +336,15 @@ def test_isolated_exit_is_worker_lost_with_the_exit_code_and_recovers(isolated):
         isolated.softmax.exits(torch.zeros(1))
     assert type(lost.value).__name__ == "WorkerLost"
     assert torch.equal(isolated.softmax.ok(torch.ones(1)), torch.tensor([2.0]))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="an illegal address is a GPU fault")
+def test_isolated_cuda_fault_fails_its_call_and_the_next_call_gets_a_working_gpu(isolated):
+    with pytest.raises(StudentCodeError, match="illegal memory access") as fault:
+        isolated.softmax.writes_far_out_of_bounds(torch.zeros(16, device="cuda"))
+    assert "fresh process" in fault.value.message
+    out = isolated.softmax.launches_kernel(torch.zeros(4, device="cuda"))
+    assert torch.equal(out.cpu(), torch.ones(4))
 
 
 def test_isolated_checker_tensor_survives_the_worker_mutating_its_copy(isolated):
