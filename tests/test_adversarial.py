@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 
 from grader import checking_run, runner
 from grader import sandbox
@@ -104,14 +105,32 @@ EXPECTED = {
     "channel_garbage": Expect(zero=SOFTMAX_TRITON, kept=(MATMUL,), message=r"unreadable reply|does not accept"),
     "forge_results_pipe": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,)),
     "escape_filesystem": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
+    "hung_kernel": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL, message=r"did not return within 20 s"),
+    "oob_kernel_write": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL + (ATTENTION,),
+                               message=r"illegal memory access.*fresh process"),
 }
 
 HOLES = {  # attack -> why it still scores today (strict xfail: fixing the hole makes the test pass)
 }
 
 
-def attack_names() -> list[str]:
+def all_attacks() -> list[str]:
     return sorted(p.name for p in GALLERY.iterdir() if (p / "attack.py").is_file())
+
+
+def attack_names() -> list[str]:
+    """The CPU batch: every attack but those whose fault only a GPU can show (`# device: gpu`)."""
+    return [name for name in all_attacks()
+            if header((GALLERY / name / "attack.py").read_text(), "device") != ["gpu"]]
+
+
+def gpu_attack_names() -> list[str]:
+    """The GPU batch: the GPU-only faults, the GPU side of the CPU ones, and the clean reference."""
+    return sorted(GPU_BATCH + tuple(set(all_attacks()) - set(attack_names())))
+
+
+GPU_BATCH = ("clean", "hung_kernel", "segfault")
+ON_GPU = torch.cuda.is_available()
 
 
 def header(text: str, key: str) -> list[str]:
@@ -189,11 +208,9 @@ def processes_with(token: str) -> list[int]:
     return pids
 
 
-@pytest.fixture(scope="module")
-def batch(tmp_path_factory):
-    """Grade every attack and the clean reference in one batch; record what escaped."""
+def grade_gallery(root: Path, names: list[str], gpus: str):
+    """Grade `names` in one batch under `root`; yields what the tests look at, then cleans up."""
     token = uuid.uuid4().hex[:12]
-    root = tmp_path_factory.mktemp("gallery")
     (root / "suite" / "tests_public").mkdir(parents=True)
     (root / "suite" / "tests_hidden").mkdir()
     shutil.copy(SUITE / "public.py", root / "suite" / "tests_public" / "test_gallery.py")
@@ -204,7 +221,7 @@ def batch(tmp_path_factory):
     with os.fdopen(os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
         handle.write(f"GALLERY-HOST-SECRET-{token}")
     substitutions = {"__TOKEN__": token, "__PORT__": str(listener.port), "__UNIX_SOCKET__": listener.unix_path}
-    for name in attack_names():
+    for name in names:
         build_submission(GALLERY / name, root / "submissions" / name, substitutions)
     before = {name: tree_digest(root / name) for name in ("submissions", "suite")}
 
@@ -219,7 +236,7 @@ def batch(tmp_path_factory):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(runner.shutil, "rmtree", inspecting_rmtree)
             patch.setenv("GRADER_CALL_TIMEOUT", CALL_TIMEOUT_S)
-            status = runner.grade_all(root / "submissions", out=root / "out", suite="all", gpus="", jobs=2,
+            status = runner.grade_all(root / "submissions", out=root / "out", suite="all", gpus=gpus, jobs=2,
                                       timeout=BATCH_TIMEOUT_S, tests_root=root / "suite",
                                       points_dir=root / "suite" / "points", no_perf=True, quiet=True,
                                       no_sandbox=not SANDBOXED)
@@ -230,7 +247,7 @@ def batch(tmp_path_factory):
     on_host = [str(p) for folder in (Path("/var/tmp"), Path("/tmp"))
                for p in folder.glob(f"gallery-escape-{token}-*")]
     yield {"root": root, "out": root / "out", "status": status, "token": token, "before": before,
-           "escaped": escaped + on_host, "survivors": survivors, "received": listener.received}
+           "names": names, "escaped": escaped + on_host, "survivors": survivors, "received": listener.received}
     for pid in survivors:            # started by this test's submissions: end them by id
         try:
             os.kill(pid, 9)
@@ -238,6 +255,20 @@ def batch(tmp_path_factory):
             pass
     for marker in on_host:
         Path(marker).unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    """Every CPU attack and the clean reference in one batch on the CPU."""
+    yield from grade_gallery(tmp_path_factory.mktemp("gallery"), attack_names(), gpus="")
+
+
+@pytest.fixture(scope="module")
+def gpu_batch(tmp_path_factory):
+    """The GPU batch on every visible GPU (one submission per GPU at a time)."""
+    if not ON_GPU:
+        pytest.skip("needs CUDA: these faults (a hung kernel on the device, an illegal address) are GPU faults")
+    yield from grade_gallery(tmp_path_factory.mktemp("gallery-gpu"), gpu_attack_names(), gpus="all")
 
 
 def result_of(batch, name: str) -> dict:
@@ -262,7 +293,7 @@ def attack_params():
 
 
 def test_every_attack_has_an_expectation():
-    assert sorted(EXPECTED) == attack_names()
+    assert sorted(EXPECTED) == all_attacks()
 
 
 def test_batch_finishes_and_writes_every_submission(batch):
@@ -271,13 +302,12 @@ def test_batch_finishes_and_writes_every_submission(batch):
     assert graded == attack_names()
 
 
-@pytest.mark.parametrize("name", attack_params())
-def test_attack_scores_nothing_it_should_not_and_keeps_the_rest(batch, name):
+def assert_attack_outcome(batch, name: str, sandbox_used: str) -> None:
     expect = EXPECTED[name]
     result = result_of(batch, name)
     assert result["status"] == expect.status, result["reason"]
     if expect.status == "graded":
-        assert result["reason"] == "" and result["sandbox"] == ("bubblewrap" if SANDBOXED else "none")
+        assert result["reason"] == "" and result["sandbox"] == sandbox_used
     checks = checks_of(result)
     gained = {check: checks[check]["earned"] for check in expect.zero if checks[check]["earned"] > 0}
     assert not gained, f"{name} scored on checks it must lose: {gained}"
@@ -286,7 +316,24 @@ def test_attack_scores_nothing_it_should_not_and_keeps_the_rest(batch, name):
     assert not lost, f"{name} lost points on code it did not touch: {lost}"
     if expect.message:
         messages = "\n".join(t["message"] for check in expect.zero for t in checks[check]["tests"])
-        assert re.search(expect.message, messages), messages[:2000]
+        assert re.search(expect.message, messages, re.DOTALL), messages[:2000]
+
+
+@pytest.mark.parametrize("name", attack_params())
+def test_attack_scores_nothing_it_should_not_and_keeps_the_rest(batch, name):
+    assert_attack_outcome(batch, name, "bubblewrap" if SANDBOXED else "none")
+
+
+@pytest.mark.parametrize("name", gpu_attack_names())
+def test_gpu_attack_scores_nothing_it_should_not_and_keeps_the_rest(gpu_batch, name):
+    assert_attack_outcome(gpu_batch, name, "bubblewrap" if SANDBOXED else "none")
+
+
+def test_gpu_batch_finishes_and_the_gpus_are_usable_afterwards(gpu_batch):
+    assert gpu_batch["status"] == 0
+    graded = sorted(p.name for p in gpu_batch["out"].iterdir() if (p / "result.json").is_file())
+    assert graded == gpu_attack_names()
+    assert torch.cuda.is_available() and torch.zeros(1, device="cuda").add(1).item() == 1.0
 
 
 def test_clean_submission_in_the_same_batch_gets_full_marks(batch):
