@@ -91,12 +91,16 @@ def build(out, no_verify):
 @click.option("--grader", "grader_bench", is_flag=True,
               help="Benchmark the grader instead: grade N copies of the reference submission.")
 @click.option("--copies", type=int, default=4, show_default=True, help="With --grader: how many copies.")
-def bench(impl_name, json_path, chart, kernels, grader_bench, copies):
+@click.option("--gpus", default=None, help="With --grader: GPU indices to grade on (default: all visible).")
+@click.option("--suite", type=click.Choice(["public", "hidden", "all"]), default="all", show_default=True,
+              help="With --grader: which suite each copy is graded with.")
+@click.option("--no-perf", is_flag=True, help="With --grader: skip the timed performance checks.")
+def bench(impl_name, json_path, chart, kernels, grader_bench, copies, gpus, suite, no_perf):
     """Time every kernel against its baseline and print the ratios (needs a CUDA GPU)."""
     if grader_bench:
         from grader.runner import bench_grader
 
-        sys.exit(bench_grader(copies))
+        sys.exit(bench_grader(copies, gpus=gpus, suite=suite, no_perf=no_perf))
     from grader.bench import run_bench
 
     sys.exit(run_bench(impl_name, json_path=json_path, chart_path=chart, kernels=kernels))

@@ -95,8 +95,10 @@ def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, tim
     return Batch(settings).run()
 
 
-def bench_grader(copies: int = 4, jobs: int | None = None) -> int:
-    """Grade `copies` copies of the reference solutions; print submissions/minute and the overhead."""
+def bench_grader(copies: int = 4, jobs: int | None = None, gpus: str | None = None, suite: str = "all",
+                 no_perf: bool = False) -> int:
+    """Grade `copies` copies of the reference solutions; print submissions/minute and the overhead.
+    Run it with `gpus="0"` and then `gpus="0,1"`: the ratio of the two rates is the gain of a GPU."""
     work = Path(tempfile.mkdtemp(prefix="grader-bench-"))
     try:
         for index in range(copies):
@@ -107,7 +109,8 @@ def bench_grader(copies: int = 4, jobs: int | None = None) -> int:
                 if source.exists():
                     shutil.copy(source, folder / source.name)
         start = time.perf_counter()
-        grade_all(work / "submissions", out=work / "out", jobs=jobs, quiet=True)
+        grade_all(work / "submissions", out=work / "out", jobs=jobs, gpus=gpus, suite=suite, no_perf=no_perf,
+                  quiet=True)
         elapsed = time.perf_counter() - start
         results = [json.loads(p.read_text()) for p in sorted((work / "out").glob(f"*/{RESULT_FILE}"))]
         click.echo(bench_summary(results, elapsed))

@@ -47,6 +47,15 @@ def test_bench_grader_calls_bench_grader_with_copies(monkeypatch):
     result = CliRunner().invoke(cli.main, ["bench", "--grader", "--copies", "3"])
     assert result.exit_code == 0, result.output
     assert seen["args"] == (3,)
+    assert seen["kwargs"] == {"gpus": None, "suite": "all", "no_perf": False}
+
+
+def test_bench_grader_passes_gpus_suite_and_no_perf(monkeypatch):
+    seen = _capture(monkeypatch, "bench_grader")
+    result = CliRunner().invoke(cli.main, ["bench", "--grader", "--copies", "2", "--gpus", "0,1",
+                                           "--suite", "public", "--no-perf"])
+    assert result.exit_code == 0, result.output
+    assert seen["args"] == (2,) and seen["kwargs"] == {"gpus": "0,1", "suite": "public", "no_perf": True}
 
 
 def test_bench_summary_reports_throughput_and_overhead():

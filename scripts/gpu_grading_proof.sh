@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The grader's GPU proofs (issues 7 and 9), as run on the 2-GPU H200 node; logs go to $OUT (or ./out).
+#   throughput: one copy of the reference alone on GPU 0, then two copies at once on GPUs 0 and 1;
+#               the gain of the second GPU is (2 / wall of the pair) / (1 / wall of the one).
+#   faults:     the GPU side of the adversarial gallery (hung kernel, out-of-bounds store, segfault,
+#               clean reference, one submission per GPU) and the worker's CUDA-fault recovery.
+set -u
+cd "$(dirname "$0")/.."
+export PYTHONPATH=. PYTHONUNBUFFERED=1
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=index,name,memory.total --format=csv > "$OUT/gpus.csv" 2>&1
+case "${1:-}" in
+  throughput)
+    bench() { python -m grader bench --grader --suite public --no-perf "$@"; }
+    { time bench --copies 1 --gpus 0; } > "$OUT/one-gpu.log" 2>&1
+    { time bench --copies 2 --gpus 0,1; } > "$OUT/two-gpus.log" 2>&1
+    tail -n 8 "$OUT/one-gpu.log" "$OUT/two-gpus.log" ;;
+  faults)
+    python -m pytest tests/test_impl.py -k cuda -q -rs > "$OUT/impl-cuda.log" 2>&1
+    { time python -m pytest tests/test_adversarial.py -k gpu -q -rs --basetemp=/tmp/gallery-gpu; } \
+      > "$OUT/gallery-gpu.log" 2>&1
+    tar czf "$OUT/gallery-gpu-reports.tgz" -C /tmp/gallery-gpu --exclude='*/suite' . 2>/dev/null
+    tail -n 15 "$OUT/impl-cuda.log" "$OUT/gallery-gpu.log" ;;
+  *) echo "usage: $0 throughput|faults" >&2; exit 2 ;;
+esac
