@@ -25,6 +25,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SUBMISSION_PACKAGE = "assignment"   # a submission folder is imported under the name students use
 DEFAULT_CALL_TIMEOUT = float(os.environ.get("GRADER_CALL_TIMEOUT", "300"))
 STARTUP_TIMEOUT = 120.0
+HIDDEN_SUITE_DIR = "tests_hidden"   # never imported by the worker: student code must not read it
 CUDA_CONTEXT_LOST = (" (this fault broke the CUDA context of the process running your code, typically a "
                      "load or store outside a tensor: check the kernel's masks; later checks get a fresh process)")
 
@@ -153,6 +154,7 @@ class Impl:
 
     def run(self, fn, *args, **kwargs):
         """Run the harness function `fn(modules, *args, **kwargs)` where the student's code lives."""
+        _refuse_hidden_test_function(fn)
         if self._rules.scan:
             self._scan(self._rules.scan)
         return self._request("run", fn, args, kwargs)
@@ -337,6 +339,14 @@ class IsolatedImpl(Impl):
                 self._conn.send(None)
             self._process.join(2)
         self._kill()
+
+
+def _refuse_hidden_test_function(fn) -> None:
+    """The worker imports `fn`'s module; a hidden test module must stay unreadable to student code."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    if HIDDEN_SUITE_DIR in Path(getattr(module, "__file__", None) or "").parts:
+        raise TypeError(f"impl.run({getattr(fn, '__qualname__', fn)!r}): a function of a hidden test module "
+                        "cannot run in the worker; move it to grader/scenarios/")
 
 
 def _clone_tensors(value):

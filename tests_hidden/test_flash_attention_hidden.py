@@ -2,56 +2,23 @@
 (no PyTorch attention inside the Triton path, nothing n x n saved, memory linear in n), input errors,
 and (GPU only) forward and backward time against PyTorch's SDPA (grader.benchmarks.flash_attention).
 
-The helpers repeat the public suite's on purpose: this file is graded on its own, and the worker must
-be able to import every scenario function from this module alone.
+The scenarios run through `impl.run` come from `grader.attention_reference` and
+`grader.scenarios.flash_attention`, never from this file: the worker imports a scenario's module, and this
+file must not be readable by student code.
 """
 
 import pytest
 import torch
 
 from grader.attention_reference import (assert_backward_matches, assert_forward_matches,
-                                        attention_forward_backward, attention_function, describe, random_qkv)
+                                        attention_forward_backward, describe, random_qkv)
 from grader.benchmarks import flash_attention as attention_benchmarks
+from grader.scenarios.flash_attention import largest_saved_tensor, peak_extra_memory
 from grader.testing import ATTENTION_OPS, randn, raises_from_student
 from grader.timing import measure_ratio
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 SEEDS = [0, 1]  # each id also gets its own generator seed; two draws per case
-
-
-# ------------------------------------------------------------------ references and scenarios
-
-
-def largest_saved_tensor(modules, function_name, q, k, v, is_causal):
-    """Worker side: the numel of the largest tensor autograd saves for the backward of one call."""
-    sizes = []
-
-    def pack(tensor):
-        sizes.append(tensor.numel())
-        return tensor
-
-    q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        o = attention_function(modules, function_name)(q, k, v, is_causal)
-    return max(sizes, default=0), len(sizes), o.grad_fn is not None
-
-
-def peak_extra_memory(modules, function_name, batch, heads, n, d, is_causal):
-    """Worker side: peak CUDA bytes allocated by forward + backward beyond q, k, v, grad_o (bf16)."""
-    gen = torch.Generator().manual_seed(n)
-    q, k, v, grad_o = (torch.randn(batch, heads, n, d, generator=gen).to("cuda", torch.bfloat16)
-                       for _ in range(4))
-    attention = attention_function(modules, function_name)
-    for measuring in (False, True):  # the first pass compiles the kernels
-        qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        attention(qg, kg, vg, is_causal).backward(grad_o)
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated() - base
-        del qg, kg, vg
-    return peak
 
 
 # ------------------------------------------------------------------ Triton forward, more shapes

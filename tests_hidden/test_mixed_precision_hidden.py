@@ -1,30 +1,23 @@
 """Hidden tests for the `mixed_precision` problem: fp16 + scaling, underflow, the scale schedule, variants.
 
-Scenarios are module-level functions run through `impl.run` (where the student code lives); the
-checks compare what they return with references computed here.
+The scenarios run through `impl.run` (where the student code lives) are in
+`grader.scenarios.mixed_precision`, never here: the worker imports a scenario's module, and this file
+must not be readable by student code. The checks compare what they return with references computed here.
 """
 
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from grader.benchmarks import training as training_benchmarks
+from grader.scenarios.mixed_precision import (build_mlp, make_optimizer, params_of, product_loss,
+                                              scenario_grads_after_repeated_steps, scenario_scale_schedule,
+                                              scenario_tiny_gradient, scenario_tiny_updates, scenario_train_mlp,
+                                              single_weight_linear)
 from grader.testing import assert_close, assert_close_lowp, randn
 from grader.timing import measure_ratio
 
 TINY = 1e-4   # input and upstream gradient: their product 1e-8 is below fp16's smallest subnormal (6e-8)
-
-
-def build_mlp(weights, device):
-    """Linear -> LayerNorm -> GELU -> Linear with the given fp32 weights."""
-    w1, b1, ln_w, ln_b, w2, b2 = weights
-    model = nn.Sequential(nn.Linear(w1.shape[1], w1.shape[0]), nn.LayerNorm(w1.shape[0]), nn.GELU(),
-                          nn.Linear(w2.shape[1], w2.shape[0]))
-    with torch.no_grad():
-        for param, value in zip(model.parameters(), weights):
-            param.copy_(value)
-    return model.to(device)
 
 
 def mlp_weights(gen, d_in=24, d_hidden=48, d_out=3):
@@ -35,97 +28,6 @@ def mlp_weights(gen, d_in=24, d_hidden=48, d_out=3):
 
 def regression_batch(gen, n=48, d_in=24, d_out=3):
     return randn((n, d_in), gen=gen), randn((n, d_out), gen=gen)
-
-
-def make_optimizer(name, params, lr):
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
-    raise ValueError(name)
-
-
-def single_weight_linear(value, device):
-    model = nn.Linear(1, 1, bias=False)
-    with torch.no_grad():
-        model.weight.fill_(value)
-    return model.to(device)
-
-
-def mean_output_loss(output, target):
-    return output.mean()
-
-
-def product_loss(output, target):
-    """sum(output * target): the upstream gradient of output is target."""
-    return (output * target).sum()
-
-
-def params_of(model):
-    return [p.detach().cpu().clone() for p in model.parameters()]
-
-
-# ------------------------------------------------------------------ scenarios
-
-
-def scenario_train_mlp(modules, weights, batches, compute_dtype, init_scale, optimizer_name, lr, device):
-    """One step per batch; a DynamicLossScaler(init_scale, growth_interval=10**6) when init_scale is given."""
-    mp = modules.mixed_precision
-    model = build_mlp(weights, device)
-    optimizer = make_optimizer(optimizer_name, model.parameters(), lr)
-    scaler = None if init_scale is None else mp.DynamicLossScaler(init_scale=init_scale, growth_interval=10**6)
-    losses = [mp.mixed_precision_step(model, optimizer, (x.to(device), y.to(device)), F.mse_loss,
-                                      compute_dtype=compute_dtype, scaler=scaler) for x, y in batches]
-    return losses, params_of(model)
-
-
-def scenario_grads_after_repeated_steps(modules, weights, inputs, targets, device):
-    """lr = 0: the parameters never move, so a correct step leaves the same gradient every time."""
-    model = build_mlp(weights, device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-    grads = []
-    for _ in range(3):
-        modules.mixed_precision.mixed_precision_step(model, optimizer, (inputs.to(device), targets.to(device)),
-                                                     F.mse_loss)
-        grads.append([p.grad.detach().cpu().clone() for p in model.parameters()])
-    return grads
-
-
-def scenario_tiny_updates(modules, start, optimizer_name, lr, steps, device):
-    model = single_weight_linear(start, device)
-    optimizer = make_optimizer(optimizer_name, model.parameters(), lr)
-    batch = (torch.ones(8, 1, device=device), torch.zeros(8, 1, device=device))
-    for _ in range(steps):
-        modules.mixed_precision.mixed_precision_step(model, optimizer, batch, mean_output_loss)
-    return float(model.weight.detach().reshape(-1)[0])
-
-
-def scenario_tiny_gradient(modules, compute_dtype, init_scale, device):
-    """weight 0, x = 1e-4, upstream gradient 1e-4: dL/dw = 1e-8. Returns (grad, weight after SGD lr=1)."""
-    mp = modules.mixed_precision
-    model = single_weight_linear(0.0, device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
-    scaler = None if init_scale is None else mp.DynamicLossScaler(init_scale=init_scale)
-    batch = (torch.full((1, 1), TINY, device=device), torch.full((1, 1), TINY, device=device))
-    mp.mixed_precision_step(model, optimizer, batch, product_loss, compute_dtype=compute_dtype, scaler=scaler)
-    return float(model.weight.grad.reshape(-1)[0]), float(model.weight.detach().reshape(-1)[0])
-
-
-def scenario_scale_schedule(modules, weights, batches, compute_dtype, init_scale, growth_interval, device):
-    """Steps through batches with a fresh scaler; records the scale and parameters after every step."""
-    mp = modules.mixed_precision
-    model = build_mlp(weights, device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-    scaler = mp.DynamicLossScaler(init_scale=init_scale, growth_interval=growth_interval)
-    scales, params = [], []
-    for x, y in batches:
-        mp.mixed_precision_step(model, optimizer, (x.to(device), y.to(device)), F.mse_loss,
-                                compute_dtype=compute_dtype, scaler=scaler)
-        scales.append(float(scaler.get_scale()))
-        params.append(params_of(model))
-    return scales, params
 
 
 # ------------------------------------------------------------------ references
@@ -217,20 +119,20 @@ def plain_fp16_tiny_gradient(device):
 @pytest.mark.check("mixed_precision.scaler.underflow")
 def test_tiny_fp16_gradient_survives_with_scaling(impl, device):
     assert plain_fp16_tiny_gradient(device) == 0.0    # premise: unscaled fp16 loses it
-    grad, weight = impl.run(scenario_tiny_gradient, torch.float16, 2.0**16, device)
+    grad, weight = impl.run(scenario_tiny_gradient, TINY, torch.float16, 2.0**16, device)
     assert abs(grad - 1e-8) < 2e-10, f"with scale 2^16 the 1e-8 gradient should survive unscaled, got {grad}"
     assert abs(weight + 1e-8) < 2e-10, f"SGD(lr=1) from 0 should reach -1e-8, got {weight}"
 
 
 @pytest.mark.check("mixed_precision.scaler.underflow")
 def test_scale_of_one_loses_the_tiny_fp16_gradient(impl, device):
-    grad, _ = impl.run(scenario_tiny_gradient, torch.float16, 1.0, device)
+    grad, _ = impl.run(scenario_tiny_gradient, TINY, torch.float16, 1.0, device)
     assert grad == 0.0, f"with scale 1 the fp16 gradient of 1e-8 underflows to 0; got {grad} (is the loss scaled?)"
 
 
 @pytest.mark.check("mixed_precision.scaler.underflow")
 def test_bf16_keeps_tiny_gradient_without_scaler(impl, device):
-    grad, _ = impl.run(scenario_tiny_gradient, torch.bfloat16, None, device)
+    grad, _ = impl.run(scenario_tiny_gradient, TINY, torch.bfloat16, None, device)
     assert abs(grad - 1e-8) < 1e-10, f"bf16 has fp32's range: the 1e-8 gradient should survive, got {grad}"
 
 

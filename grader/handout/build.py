@@ -26,9 +26,10 @@ from grader.handout.stubs import REPO_ROOT, expected_stubs
 from grader.handout.writeup import environment, write_writeup
 from grader.points import load_points
 
-# Never shipped, even if something imports them: staff-only machinery.
+# Never shipped, even if something imports them: staff-only machinery, and the hidden suite's scenarios
+# (they show what the hidden tests exercise).
 STAFF_ONLY = ("grader.handout", "grader.runner", "grader.sandbox", "grader.report", "grader.bench",
-              "grader.cli", "grader.__main__", "grader.submission")
+              "grader.cli", "grader.__main__", "grader.submission", "grader.scenarios")
 # Always shipped: the scoring core the plugin reads (also reached by the closure; listed for clarity).
 ALWAYS = ("grader", "grader.errors", "grader.points", "grader.results", "grader.scoring")
 SKIP_NAMES = {"__pycache__", ".pytest_cache"}

@@ -1,0 +1,11 @@
+"""Worker-side scenarios of the hidden suite, one module per problem.
+
+`impl.run(fn, ...)` sends `fn` to the worker by reference, so the worker imports `fn`'s module. A
+scenario defined in a hidden test module would make the worker import that module, so the hidden tests
+would have to stay readable to student code. `impl.run` refuses functions of hidden test modules.
+
+Scenarios only build what they need from their arguments, run the student's code and return plain
+values: the inputs and the assertions stay in the hidden tests. The worker can read this package, so
+nothing here is secret; the handout does not ship it (grader.handout.build.STAFF_ONLY), since it shows
+what the hidden suite exercises.
+"""
