@@ -14,8 +14,8 @@ from grader.testing import ATTENTION_OPS, MATMUL_OPS, SOFTMAX_OPS, assert_close,
 
 
 @pytest.mark.check("matmul.gallery.triton")
-def test_a_matmul_matches_torch(impl, gen):
-    a, b = randn((20, 24), gen=gen), randn((24, 18), gen=gen)
+def test_a_matmul_matches_torch(impl, gen, device):
+    a, b = randn((20, 24), gen=gen, device=device), randn((24, 18), gen=gen, device=device)
     with impl.guards(forbid=MATMUL_OPS, require_triton=True):
         c = impl.matmul.matmul(a, b)
     assert_close(c, a @ b, atol=1e-4, rtol=1e-4, what="c", context="M=20 K=24 N=18 fp32")
@@ -23,33 +23,33 @@ def test_a_matmul_matches_torch(impl, gen):
 
 @pytest.mark.check("softmax.gallery.triton")
 @pytest.mark.parametrize("shape", [(3, 37), (2, 5)])
-def test_b_softmax_triton_matches_torch(impl, gen, shape):
-    x = randn(shape, gen=gen)
+def test_b_softmax_triton_matches_torch(impl, gen, shape, device):
+    x = randn(shape, gen=gen, device=device)
     with impl.guards(forbid=SOFTMAX_OPS, require_triton=True):
         y = impl.softmax.softmax_triton(x)
     assert_close(y, torch.softmax(x, dim=-1), atol=1e-5, rtol=1e-5, context=f"shape={shape} fp32")
 
 
 @pytest.mark.check("softmax.gallery.fresh")
-def test_c_softmax_triton_answers_each_new_input(impl, gen):
+def test_c_softmax_triton_answers_each_new_input(impl, gen, device):
     for _ in range(2):
-        x = randn((3, 37), gen=gen)
+        x = randn((3, 37), gen=gen, device=device)
         with impl.guards(forbid=SOFTMAX_OPS, require_triton=True):
             y = impl.softmax.softmax_triton(x)
         assert_close(y, torch.softmax(x, dim=-1), atol=1e-5, rtol=1e-5, context="shape=(3, 37) fp32")
 
 
 @pytest.mark.check("softmax.gallery.online")
-def test_d_online_softmax_matches_torch(impl, gen):
-    x = randn((2, 10), gen=gen)
+def test_d_online_softmax_matches_torch(impl, gen, device):
+    x = randn((2, 10), gen=gen, device=device)
     with impl.guards(forbid=SOFTMAX_OPS):
         y = impl.softmax.online_softmax(x, 4)
     assert_close(y, torch.softmax(x, dim=-1), atol=1e-5, rtol=1e-5, context="shape=(2, 10) block=4")
 
 
 @pytest.mark.check("flash_attention.gallery.forward")
-def test_e_flash_attention_forward_matches_math(impl, gen):
-    q, k, v = (randn((1, 1, 16, 16), gen=gen) for _ in range(3))
+def test_e_flash_attention_forward_matches_math(impl, gen, device):
+    q, k, v = (randn((1, 1, 16, 16), gen=gen, device=device) for _ in range(3))
     with impl.guards(forbid=ATTENTION_OPS, require_triton=True):
         o, _ = impl.flash_attention.flash_attention_forward(q, k, v, False)
     weights = torch.exp((q @ k.transpose(-1, -2)) / math.sqrt(16))
