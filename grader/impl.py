@@ -25,7 +25,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SUBMISSION_PACKAGE = "assignment"   # a submission folder is imported under the name students use
 DEFAULT_CALL_TIMEOUT = float(os.environ.get("GRADER_CALL_TIMEOUT", "300"))
 STARTUP_TIMEOUT = 120.0
-HIDDEN_SUITE_DIR = "tests_hidden"   # never imported by the worker: student code must not read it
+HIDDEN_SUITE_DIR = "tests_hidden"   # graded runs empty it before student code runs (grader.disposable)
 CUDA_CONTEXT_LOST = (" (this fault broke the CUDA context of the process running your code, typically a "
                      "load or store outside a tensor: check the kernel's masks; later checks get a fresh process)")
 

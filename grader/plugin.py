@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import devices, results
+from grader import devices, disposable, results
 from grader.points import load_points
 from grader.scoring import score_checks
 
@@ -61,11 +61,16 @@ def _start_worker_early(config) -> None:
     folders = sorted({str(p if p.is_dir() else p.parent) for p in paths if p.exists()})
     try:
         built = make_impl(config.getoption("--impl"), isolated=True,
-                          extra_sys_path=folders + [str(config.rootpath)])
+                          extra_sys_path=_worker_sys_path(folders, config.rootpath))
     except FileNotFoundError:
         return  # the impl fixture reports it on first use
     built.start()
     config.stash[_STATE]["impl"] = built
+
+
+def _worker_sys_path(test_folders, rootpath) -> list[str]:
+    """Where the worker finds public scenarios; never the hidden suite (impl.run refuses its functions)."""
+    return [folder for folder in test_folders if SUITE_DIRS.get(Path(folder).name) != "hidden"] + [str(rootpath)]
 
 
 def _gpu_name(policy):
@@ -102,6 +107,13 @@ def pytest_collection_modifyitems(session, config, items):
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
     _open_stream(config, items)
+
+
+def pytest_collection_finish(session):
+    """Grading: every hidden test module is in memory now, so their disposable copy is emptied before
+    any student code runs (the worker imports the student's modules on its first call, in a test)."""
+    if session.config.getoption("--isolate"):
+        disposable.empty_named_copy()
 
 
 def _environment(policy) -> dict:
@@ -164,7 +176,7 @@ def impl(request):
     if built is None:
         test_dirs = sorted({str(Path(str(item.path)).parent) for item in request.session.items})
         built = make_impl(config.getoption("--impl"), isolated=config.getoption("--isolate"),
-                          extra_sys_path=test_dirs + [str(config.rootpath)])
+                          extra_sys_path=_worker_sys_path(test_dirs, config.rootpath))
     yield built
     built.close()
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import click
 
 import grader
-from grader import sandbox, submission
+from grader import disposable, sandbox, submission
 from grader.checking_run import (CHECKER_LAUNCHER, BoundedLog, check_bwrap_works, classify_exit, drain,
                                  drain_fd, gpu_name_of, importable, kill_group, warm_checker_tree)
 from grader.errors import BadSubmission, GraderError
@@ -292,7 +292,8 @@ class Batch:
             gpus=[slot] if slot is not None else ([] if not self.settings.gpu_mode else None),
             sandbox=self.settings.sandbox, bwrap=self.bwrap, base_env=dict(os.environ),
             masked=self.masked_paths(), device_nodes=sandbox.gpu_device_nodes(),
-            keep_visible=[Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent])
+            keep_visible=[Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent],
+            disposable_copy=self.disposable_hidden_suite(scratch))
         start = time.perf_counter()
         try:
             process = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL,
@@ -336,6 +337,14 @@ class Batch:
         if not self.settings.perf:
             command += ["-m", "not perf"]
         return command
+
+    def disposable_hidden_suite(self, scratch: Path) -> tuple[Path, Path] | None:
+        """(this run's own copy of the hidden suite, the checker-tree folder it covers) when sandboxed:
+        the checker empties the copy after collection, so student code never finds the hidden tests."""
+        hidden = self.checker_root / "tests_hidden"
+        if not (self.settings.sandbox and self.bwrap) or not hidden.is_dir():
+            return None
+        return disposable.make_copy(hidden, scratch / "hidden-suite"), hidden
 
     def masked_paths(self) -> list[Path]:
         """Folders the sandboxed child must see empty: staff-only parts of the repo, other students."""

@@ -6,7 +6,9 @@ test. The runner owns the process itself (process group, wall-clock kill, readin
 With bubblewrap (`bwrap`, from the OS packages) the child sees the system read-only, no network, its
 own pid/ipc namespaces, no capabilities (even when the grader runs as root), a minimal /dev plus the NVIDIA device nodes, empty folders over the staff paths
 it must not read (solutions, hidden tests in the repo, other students, .git), and exactly one writable
-folder: its own scratch. Without it, the child still gets a scrubbed environment and its own scratch.
+folder: its own scratch. The checker tree's hidden tests are covered by a disposable copy from that
+scratch, which the checker empties once it has collected them (grader.disposable). Without it, the
+child still gets a scrubbed environment and its own scratch.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+
+from grader import disposable
 
 # Parent variables the child may inherit: what Python, CUDA and locales need, nothing that configures
 # pytest, the grader or the user's tools.
@@ -87,10 +91,12 @@ def scratch_folders(scratch: Path) -> list[Path]:
 
 
 def bwrap_argv(command: list[str], *, bwrap: str, scratch: Path, cwd: Path, readonly: list[Path],
-               masked: list[Path], device_nodes: list[str], keep_visible: list[Path] = ()) -> list[str]:
+               masked: list[Path], device_nodes: list[str], keep_visible: list[Path] = (),
+               covers: list[tuple[Path, Path]] = ()) -> list[str]:
     """bubblewrap around `command`. Mount order matters: later mounts cover earlier ones, so the
     masks come after the read-only root and the checker tree and scratch come after the masks.
-    Paths in `keep_visible` (the Python install) that a mask covers are bound back read-only."""
+    Paths in `keep_visible` (the Python install) that a mask covers are bound back read-only.
+    Each (source, target) of `covers` binds a writable `source` over `target` in the read-only tree."""
     argv = [bwrap, "--die-with-parent", "--new-session", *NAMESPACES, "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev"]
     for node in device_nodes:
@@ -105,6 +111,8 @@ def bwrap_argv(command: list[str], *, bwrap: str, scratch: Path, cwd: Path, read
             argv += ["--ro-bind", str(path), str(path)]
     for path in readonly:
         argv += ["--ro-bind", str(path), str(path)]
+    for source, target in covers:
+        argv += ["--bind", str(source), str(target)]
     argv += ["--bind", str(scratch), str(scratch), "--chdir", str(cwd), "--", *command]
     return argv
 
@@ -112,14 +120,22 @@ def bwrap_argv(command: list[str], *, bwrap: str, scratch: Path, cwd: Path, read
 def build_launch(command: list[str], *, scratch: Path, checker_root: Path, gpus: list[str] | None,
                  sandbox: bool, bwrap: str | None, base_env: dict[str, str], masked: list[Path] = (),
                  device_nodes: list[str] = (), keep_visible: list[Path] = (),
-                 extra_env: dict[str, str] | None = None) -> Launch:
+                 extra_env: dict[str, str] | None = None,
+                 disposable_copy: tuple[Path, Path] | None = None) -> Launch:
     """The launch for one submission: `command` runs in `checker_root` (the pristine copy of the
-    grader and test suites), inside bubblewrap when `sandbox` and `bwrap` are both given."""
+    grader and test suites), inside bubblewrap when `sandbox` and `bwrap` are both given.
+    `disposable_copy` = (copy, folder of the checker tree): inside bubblewrap the copy (grader.disposable)
+    covers that folder and the checker empties it after collection; without bubblewrap nothing hides
+    files from student code, so it is not used."""
+    sandboxed = bool(sandbox and bwrap)
+    covers = [disposable_copy] if sandboxed and disposable_copy is not None else []
+    if covers:
+        extra_env = {**(extra_env or {}), disposable.ENV: str(disposable_copy[1])}
     env = child_env(base_env, scratch=scratch, pythonpath=checker_root, gpus=gpus, extra=extra_env)
-    if sandbox and bwrap:
+    if sandboxed:
         argv = bwrap_argv(command, bwrap=bwrap, scratch=scratch, cwd=checker_root,
                           readonly=[checker_root], masked=list(masked),
-                          device_nodes=list(device_nodes), keep_visible=list(keep_visible))
+                          device_nodes=list(device_nodes), keep_visible=list(keep_visible), covers=covers)
         return Launch(argv, env, str(checker_root), True)
     return Launch(list(command), env, str(checker_root), False)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import sandbox
+from grader import disposable, sandbox
 from grader.sandbox import build_launch, child_env, gpu_device_nodes
 
 BWRAP = sandbox.find_bwrap()
@@ -109,3 +109,44 @@ def test_inside_bwrap_network_is_down_and_only_scratch_is_writable(tmp_path):
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:4] == ["net down", "hidden []", "wrote scratch", "refused checker"]
+
+
+def test_a_disposable_copy_covers_its_folder_after_the_checker_tree_and_is_named_to_the_checker(tmp_path):
+    copy, covered = tmp_path / "scratch" / "hidden-suite", tmp_path / "checker" / "tests_hidden"
+    launch = _launch(tmp_path, disposable_copy=(copy, covered))
+    argv = launch.argv
+    cover_at = argv.index(str(copy)) - 1
+    assert argv[cover_at:cover_at + 3] == ["--bind", str(copy), str(covered)]
+    assert argv.index(str(tmp_path / "checker")) < cover_at   # after the read-only checker tree
+    assert launch.env[disposable.ENV] == str(covered)
+
+
+def test_without_bubblewrap_no_copy_is_used_and_nothing_is_named(tmp_path):
+    copy, covered = tmp_path / "scratch" / "hidden-suite", tmp_path / "checker" / "tests_hidden"
+    launch = _launch(tmp_path, sandbox=False, disposable_copy=(copy, covered))
+    assert disposable.ENV not in launch.env and str(copy) not in launch.argv
+
+
+@needs_bwrap
+def test_inside_bwrap_the_copy_replaces_the_checker_trees_folder_and_can_be_emptied(tmp_path):
+    scratch, checker = tmp_path / "scratch", tmp_path / "checker"
+    (checker / "tests_hidden").mkdir(parents=True)
+    (checker / "tests_hidden" / "test_shared.py").write_text("SHARED = 1\n")
+    scratch.mkdir()
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "test_own.py").write_text("OWN = 1\n")
+    copy = disposable.make_copy(source, scratch / "hidden-suite")
+    probe = ("import os\nfrom grader import disposable\n"
+             "print(sorted(os.listdir('tests_hidden')))\n"
+             "disposable.empty_named_copy()\n"
+             "print(sorted(os.listdir('tests_hidden')))\n")
+    launch = build_launch([sys.executable, "-c", probe], scratch=scratch, checker_root=checker, gpus=[],
+                          sandbox=True, bwrap=BWRAP, base_env={"PATH": "/usr/bin:/bin"},
+                          keep_visible=[Path(sys.prefix)], disposable_copy=(copy, checker / "tests_hidden"),
+                          extra_env={"PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    done = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [str(sorted([disposable.MARKER, "test_own.py"])), "[]"]
+    assert list(copy.iterdir()) == [] and (checker / "tests_hidden" / "test_shared.py").is_file()

@@ -2,7 +2,8 @@
 
 `impl.run(fn, ...)` sends `fn` to the worker by reference, so the worker imports `fn`'s module. A
 scenario defined in a hidden test module would make the worker import that module, so the hidden tests
-would have to stay readable to student code. `impl.run` refuses functions of hidden test modules.
+would have to stay readable to student code; a graded run empties its copy of tests_hidden/ after
+collection instead (`grader.disposable`), and `impl.run` refuses functions of hidden test modules.
 
 Scenarios only build what they need from their arguments, run the student's code and return plain
 values: the inputs and the assertions stay in the hidden tests. The worker can read this package, so
