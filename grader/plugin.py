@@ -39,6 +39,9 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    early_worker = None
+    if config.getoption("--isolate") and not config.getoption("--collect-only", False):
+        early_worker = _start_worker_early(config)  # first: its torch import overlaps this process's
     policy = devices.configure()  # before anything imports Triton
     for line in (
         "check(id): ties the test to a check in grader/points/<problem>.toml",
@@ -48,13 +51,12 @@ def pytest_configure(config):
     ):
         config.addinivalue_line("markers", line)
     config.stash[_STATE] = {"policy": policy, "points": load_points(gpu_name=_gpu_name(policy)),
-                            "records": [], "impl": None, "stream": None}
-    if config.getoption("--isolate") and not config.getoption("--collect-only", False):
-        _start_worker_early(config)
+                            "records": [], "impl": early_worker, "stream": None}
 
 
-def _start_worker_early(config) -> None:
-    """Spawn the isolated worker now: its torch import overlaps the checker's test collection."""
+def _start_worker_early(config):
+    """Spawn the isolated worker before this process imports torch: the two imports then run side by
+    side, and the worker is usually ready when collection ends."""
     from grader.impl import make_impl
 
     paths = [Path(arg.split("::")[0]).resolve() for arg in config.args]
@@ -63,9 +65,9 @@ def _start_worker_early(config) -> None:
         built = make_impl(config.getoption("--impl"), isolated=True,
                           extra_sys_path=_worker_sys_path(folders, config.rootpath))
     except FileNotFoundError:
-        return  # the impl fixture reports it on first use
+        return None  # the impl fixture reports it on first use
     built.start()
-    config.stash[_STATE]["impl"] = built
+    return built
 
 
 def _worker_sys_path(test_folders, rootpath) -> list[str]:

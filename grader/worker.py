@@ -20,6 +20,7 @@ def serve(conn, impl_spec, extra_sys_path, scratch) -> None:
     from grader import devices
 
     devices.configure()
+    import torch.multiprocessing  # noqa: F401 - replies carry tensors through shared memory / CUDA IPC
     sys.path[:0] = [p for p in extra_sys_path if p not in sys.path]
     if scratch:
         os.makedirs(scratch, exist_ok=True)
