@@ -44,6 +44,9 @@ def main():
 @click.option("--force", is_flag=True, help="Regrade even when files and suite are unchanged.")
 @click.option("--no-sandbox", is_flag=True, help="Do not run submissions inside bubblewrap.")
 @click.option("--no-perf", is_flag=True, help="Skip the timed performance checks.")
+@click.option("--worker-memory", type=int, default=None, metavar="MB",
+              help="Private memory cap of the process running each submission's code "
+                   "[default: 8192; 0: no cap].")
 def grade(**options):
     """Grade every submission in SUBMISSIONS (one folder or archive per student)."""
     from grader.runner import grade_all

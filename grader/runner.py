@@ -29,7 +29,7 @@ from pathlib import Path
 import click
 
 import grader
-from grader import disposable, sandbox, submission
+from grader import disposable, sandbox, submission, worker
 from grader.checking_run import (CHECKER_LAUNCHER, BoundedLog, check_bwrap_works, classify_exit, drain,
                                  drain_fd, gpu_name_of, importable, kill_group, warm_checker_tree)
 from grader.errors import BadSubmission, GraderError
@@ -40,6 +40,7 @@ from grader.report.model import build_result, maximum, not_gradable_result, poin
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SUITE_DIRS = {"public": ("tests_public",), "hidden": ("tests_hidden",), "all": ("tests_public", "tests_hidden")}
 DEFAULT_TIMEOUT = 1800.0          # seconds per submission (the full GPU suite takes a few minutes)
+DEFAULT_WORKER_MEMORY_MB = 8192   # private memory of the process running student code (0: no cap)
 RESULT_FILE = "result.json"
 # Files the checking run never uses: editing them (a report template, say) keeps existing grades.
 PARENT_ONLY = ("grader/report/", "grader/handout/", "grader/runner.py", "grader/checking_run.py",
@@ -61,6 +62,7 @@ class Settings:
     tests_root: Path = REPO_ROOT
     points_dir: Path = POINTS_DIR
     quiet: bool = False
+    worker_memory_mb: int = DEFAULT_WORKER_MEMORY_MB
 
 
 @dataclass
@@ -80,18 +82,21 @@ class Outcome:
 
 def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, timeout=None, only=(),
               force=False, no_sandbox=False, no_perf=False, tests_root=None, points_dir=None,
-              quiet=False) -> int:
+              quiet=False, worker_memory=None) -> int:
     """The `grader grade` command; returns the exit status (0, or 130 on Ctrl-C)."""
     if jobs is not None and jobs < 1:
         raise GraderError(f"--jobs must be at least 1, got {jobs}")
     if timeout is not None and timeout <= 0:
         raise GraderError(f"--timeout must be a positive number of seconds, got {timeout:g}")
+    if worker_memory is not None and worker_memory < 0:
+        raise GraderError(f"--worker-memory must be a number of megabytes (0: no cap), got {worker_memory}")
     use_detected = gpus is None or gpus.strip().lower() == "all"
     gpu_list = detect_gpus(os.environ) if use_detected else parse_gpus(gpus)
     slots = list(gpu_list) if gpu_list else [None] * (jobs or default_jobs())
     settings = Settings(Path(submissions), Path(out), suite, slots, bool(gpu_list),
                         float(timeout or DEFAULT_TIMEOUT), tuple(only), force, not no_sandbox,
-                        not no_perf, Path(tests_root or REPO_ROOT), Path(points_dir or POINTS_DIR), quiet)
+                        not no_perf, Path(tests_root or REPO_ROOT), Path(points_dir or POINTS_DIR), quiet,
+                        DEFAULT_WORKER_MEMORY_MB if worker_memory is None else worker_memory)
     return Batch(settings).run()
 
 
@@ -293,7 +298,8 @@ class Batch:
             sandbox=self.settings.sandbox, bwrap=self.bwrap, base_env=dict(os.environ),
             masked=self.masked_paths(), device_nodes=sandbox.gpu_device_nodes(),
             keep_visible=[Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent],
-            disposable_copy=self.disposable_hidden_suite(scratch))
+            disposable_copy=self.disposable_hidden_suite(scratch),
+            extra_env={worker.MEMORY_ENV: str(self.settings.worker_memory_mb)})
         start = time.perf_counter()
         try:
             process = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL,
@@ -377,7 +383,8 @@ class Batch:
 
     def grade_key(self, staged) -> str:
         """Same files, same suite and options, same grader and tests: same grade."""
-        text = f"{staged.content_hash}|{self.settings.suite}|perf={self.settings.perf}|{self.fingerprint}"
+        text = (f"{staged.content_hash}|{self.settings.suite}|perf={self.settings.perf}|"
+                f"memory={self.settings.worker_memory_mb}|{self.fingerprint}")
         return hashlib.sha256(text.encode()).hexdigest()
 
     def previous(self, student: str) -> dict | None:
@@ -393,7 +400,7 @@ class Batch:
             "grader_version": grader.__version__, "grader_fingerprint": self.fingerprint,
             "suite": self.settings.suite, "perf_checks": self.settings.perf,
             "sandbox": "bubblewrap" if (self.settings.sandbox and self.bwrap) else "none",
-            "timeout_s": self.settings.timeout,
+            "timeout_s": self.settings.timeout, "worker_memory_mb": self.settings.worker_memory_mb,
             "files": dict(staged.files) if staged else {}, "ignored": list(staged.ignored) if staged else [],
             "missing": list(staged.missing) if staged else [],
             "late": meta.get("late"), "submitted_at": meta.get("submitted_at", ""),

@@ -15,8 +15,12 @@ import traceback
 MAX_TRACEBACK = 4000
 
 
+MEMORY_ENV = "GRADER_WORKER_MEMORY_MB"   # set by the runner; unset (a student's make test): no cap
+
+
 def serve(conn, impl_spec, extra_sys_path, scratch) -> None:
     """Entry point of the spawned worker process."""
+    limit_memory(int(os.environ.get(MEMORY_ENV) or 0))
     from grader import devices
 
     devices.configure()
@@ -40,6 +44,17 @@ def serve(conn, impl_spec, extra_sys_path, scratch) -> None:
         keep_alive = _answer(conn, modules, request)  # noqa: F841 - held until the next request
         if keep_alive[0] == "error" and keep_alive[4]:
             return  # this process cannot run CUDA any more: the checker starts a fresh worker
+
+
+def limit_memory(megabytes: int) -> None:
+    """Cap this process's private writable memory (RLIMIT_DATA), so a runaway allocation is the
+    submission's MemoryError rather than the node's out-of-memory killer. CUDA's address-space
+    reservations and device mappings are not private writable memory, so they do not count."""
+    if megabytes > 0:
+        import resource
+
+        limit = megabytes * 2**20
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
 def _answer(conn, modules, request):

@@ -84,6 +84,7 @@ EXPECTED = {
                                      message=r"gallery_package_that_does_not_exist"),
     "flood_stdout": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
     "orphan_processes": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
+    "memory_creep": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"can't allocate memory"),
     "memory_hog": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"MemoryError"),
     "torch_softmax_in_triton": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"uses \.softmax"),
     "torch_matmul_in_triton": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL, message=r"uses \.matmul"),
@@ -131,7 +132,7 @@ def gpu_attack_names() -> list[str]:
     return sorted(GPU_BATCH + tuple(set(all_attacks()) - set(attack_names())))
 
 
-GPU_BATCH = ("clean", "hung_kernel", "segfault")
+GPU_BATCH = ("clean", "hung_kernel", "memory_creep", "segfault")
 ON_GPU = torch.cuda.is_available()
 
 

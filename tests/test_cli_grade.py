@@ -30,11 +30,11 @@ def test_grade_passes_every_option_to_grade_all(monkeypatch, tmp_path):
     result = CliRunner().invoke(cli.main, ["grade", str(tmp_path), "--out", str(tmp_path / "r"),
                                            "--suite", "public", "--gpus", "0,1", "--jobs", "3",
                                            "--timeout", "60", "--only", "alice", "--only", "bob",
-                                           "--force", "--no-sandbox", "--no-perf"])
+                                           "--force", "--no-sandbox", "--no-perf", "--worker-memory", "4096"])
     assert result.exit_code == 0, result.output
     assert seen["kwargs"] == {"submissions": str(tmp_path), "out": str(tmp_path / "r"), "suite": "public",
                               "gpus": "0,1", "jobs": 3, "timeout": 60.0, "only": ("alice", "bob"),
-                              "force": True, "no_sandbox": True, "no_perf": True}
+                              "force": True, "no_sandbox": True, "no_perf": True, "worker_memory": 4096}
 
 
 def test_grade_refuses_a_missing_submissions_folder(tmp_path):
