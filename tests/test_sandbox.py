@@ -132,6 +132,9 @@ def test_inside_bwrap_the_copy_replaces_the_checker_trees_folder_and_can_be_empt
     scratch, checker = tmp_path / "scratch", tmp_path / "checker"
     (checker / "tests_hidden").mkdir(parents=True)
     (checker / "tests_hidden" / "test_shared.py").write_text("SHARED = 1\n")
+    (checker / "grader").mkdir()              # the checker imports grader from its tree, as when grading
+    for name in ("__init__.py", "disposable.py"):
+        (checker / "grader" / name).write_text((Path(disposable.__file__).parent / name).read_text())
     scratch.mkdir()
     source = tmp_path / "source"
     source.mkdir()
@@ -143,8 +146,7 @@ def test_inside_bwrap_the_copy_replaces_the_checker_trees_folder_and_can_be_empt
              "print(sorted(os.listdir('tests_hidden')))\n")
     launch = build_launch([sys.executable, "-c", probe], scratch=scratch, checker_root=checker, gpus=[],
                           sandbox=True, bwrap=BWRAP, base_env={"PATH": "/usr/bin:/bin"},
-                          keep_visible=[Path(sys.prefix)], disposable_copy=(copy, checker / "tests_hidden"),
-                          extra_env={"PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+                          keep_visible=[Path(sys.prefix)], disposable_copy=(copy, checker / "tests_hidden"))
     done = subprocess.run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
