@@ -149,6 +149,9 @@ STUDENT = textwrap.dedent('''
 
     def double(x):
         return 2 * x
+
+    def dies(x):
+        os._exit(1)
 ''')
 
 PUBLIC = textwrap.dedent('''
@@ -158,6 +161,13 @@ PUBLIC = textwrap.dedent('''
     def test_student_code_found_no_hidden_tests(impl):
         seen, on_path = impl.softmax.seen()
         assert seen == [] and on_path == [], f"student code saw {seen}, path {on_path}"
+
+    @pytest.mark.check("softmax.fake.public")
+    def test_a_respawned_worker_finds_none_either(impl):
+        with pytest.raises(AssertionError, match="died"):
+            impl.softmax.dies(0)
+        seen, on_path = impl.softmax.seen()   # a fresh worker, spawned after pytest put tests_hidden on sys.path
+        assert seen == [] and on_path == [], f"respawned: student code saw {seen}, path {on_path}"
 ''')
 
 HIDDEN = textwrap.dedent('''
@@ -202,7 +212,7 @@ def fake_project(tmp_path):
 def test_isolated_run_empties_the_copy_after_collection_and_before_student_code(fake_project):
     done = _run_fake_project(fake_project, "--isolate")
     output = done.stdout + done.stderr
-    assert "1 failed, 2 passed" in output and "FAILED tests_public" not in output, output[-3000:]
+    assert "1 failed, 3 passed" in output and "FAILED tests_public" not in output, output[-3000:]
     assert "hidden verdict without its source" in output      # a hidden failure still says why
     assert list((fake_project / "tests_hidden").iterdir()) == []
 
