@@ -186,6 +186,8 @@ class Batch:
         self.tables = {None: self.points}
         self.metadata = submission.read_metadata(settings.submissions)
         self.running: dict[str, subprocess.Popen] = {}
+        self.running_since: dict[str, float] = {}    # perf_counter() at launch, for the ETA
+        self.durations: list[float] = []             # of the checking runs that finished
         self.lock = threading.Lock()
         self.bwrap = sandbox.find_bwrap() if settings.sandbox else None
         if self.bwrap:
@@ -312,6 +314,7 @@ class Batch:
         os.close(write_end)                     # the checker holds the only write end now
         with self.lock:
             self.running[student] = process
+            self.running_since[student] = start
         log = BoundedLog()
         stream = bytearray()
         readers = [threading.Thread(target=drain, args=(process.stdout, log.add), daemon=True),
@@ -327,6 +330,7 @@ class Batch:
             kill_group(process)
             with self.lock:
                 self.running.pop(student, None)
+                self.durations.append(time.perf_counter() - self.running_since.pop(student, start))
         for reader in readers:
             reader.join(timeout=5)
         duration = time.perf_counter() - start
@@ -407,11 +411,15 @@ class Batch:
         }
 
     def progress(self, done, total, student, word, started):
-        elapsed = time.perf_counter() - started
-        eta = elapsed / done * (total - done) if done else 0.0
+        now = time.perf_counter()
         with self.lock:
             running = ", ".join(sorted(self.running)) or "-"
-        self.say(f"[{done}/{total}] {student}: {word} | running: {running} | ETA {_clock(eta)}")
+            in_flight = [now - since for since in self.running_since.values()]
+            durations = list(self.durations)
+        queued = total - done - len(in_flight)
+        eta = estimate_eta(durations, in_flight, queued, len(self.settings.slots))
+        eta_text = _clock(eta) if eta is not None else "?"
+        self.say(f"[{done}/{total}] {student}: {word} | running: {running} | ETA {eta_text}")
 
     def write_class_files(self):
         results = load_results(self.settings.out)
@@ -450,6 +458,16 @@ def build_checker_tree(settings: Settings, root: Path) -> str:
         if not name.startswith(PARENT_ONLY):
             digest.update(name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def estimate_eta(durations: list[float], in_flight: list[float], queued: int, slots: int) -> float | None:
+    """Seconds until the batch ends: each run in flight needs the mean run time minus what it has had,
+    each queued one the mean, shared over the slots. None until a run has finished."""
+    if not durations:
+        return None if (in_flight or queued) else 0.0
+    mean = sum(durations) / len(durations)
+    left = sum(max(0.0, mean - elapsed) for elapsed in in_flight) + max(0, queued) * mean
+    return left / max(1, slots)
 
 
 def write_submission_outputs(folder: Path, result: dict, log: str) -> None:

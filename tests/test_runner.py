@@ -418,3 +418,19 @@ def test_ctrl_c_keeps_finished_grades_and_rebuilds_class_files(tmp_path, monkeyp
     assert not (root / "out" / "b_second").exists()
     assert "a_first,graded,2," in (root / "out" / "grades.csv").read_text()
     assert (root / "out" / "index.html").exists()
+
+
+# --- ETA --------------------------------------------------------------------------------------------
+
+
+def test_eta_is_unknown_until_a_run_has_finished():
+    assert runner.estimate_eta([], in_flight=[10.0], queued=3, slots=2) is None
+
+
+def test_eta_shares_the_queue_over_the_slots():
+    # Two GPUs, runs of 300 s: one just finished, one 290 s in, one queued -> 10 s + 300 s over 2 slots.
+    assert runner.estimate_eta([300.0], in_flight=[290.0], queued=1, slots=2) == 155.0
+
+
+def test_eta_does_not_count_runs_past_the_mean_as_negative():
+    assert runner.estimate_eta([100.0], in_flight=[400.0], queued=0, slots=1) == 0.0
