@@ -45,8 +45,8 @@ def main():
 @click.option("--no-sandbox", is_flag=True, help="Do not run submissions inside bubblewrap.")
 @click.option("--no-perf", is_flag=True, help="Skip the timed performance checks.")
 @click.option("--worker-memory", type=int, default=None, metavar="MB",
-              help="Private memory cap of the process running each submission's code "
-                   "[default: 8192; 0: no cap].")
+              help="Private memory cap of the process running each submission's code [default: half "
+                   "the RAM shared over the submissions graded at once, at least 8192; 0: no cap].")
 def grade(**options):
     """Grade every submission in SUBMISSIONS (one folder or archive per student)."""
     from grader.runner import grade_all

@@ -40,7 +40,9 @@ from grader.report.model import build_result, maximum, not_gradable_result, poin
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SUITE_DIRS = {"public": ("tests_public",), "hidden": ("tests_hidden",), "all": ("tests_public", "tests_hidden")}
 DEFAULT_TIMEOUT = 1800.0          # seconds per submission (the full GPU suite takes a few minutes)
-DEFAULT_WORKER_MEMORY_MB = 8192   # private memory of the process running student code (0: no cap)
+# Private memory of the process running student code. CUDA's own host allocations count against it:
+# on an H200 a full grade failed with "CUDA error: out of memory" at 2 GiB and passed at 8 GiB.
+MIN_WORKER_MEMORY_MB = 8192
 RESULT_FILE = "result.json"
 # Files the checking run never uses: editing them (a report template, say) keeps existing grades.
 PARENT_ONLY = ("grader/report/", "grader/handout/", "grader/runner.py", "grader/checking_run.py",
@@ -62,7 +64,7 @@ class Settings:
     tests_root: Path = REPO_ROOT
     points_dir: Path = POINTS_DIR
     quiet: bool = False
-    worker_memory_mb: int = DEFAULT_WORKER_MEMORY_MB
+    worker_memory_mb: int = MIN_WORKER_MEMORY_MB
 
 
 @dataclass
@@ -96,7 +98,7 @@ def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, tim
     settings = Settings(Path(submissions), Path(out), suite, slots, bool(gpu_list),
                         float(timeout or DEFAULT_TIMEOUT), tuple(only), force, not no_sandbox,
                         not no_perf, Path(tests_root or REPO_ROOT), Path(points_dir or POINTS_DIR), quiet,
-                        DEFAULT_WORKER_MEMORY_MB if worker_memory is None else worker_memory)
+                        default_worker_memory_mb(len(slots)) if worker_memory is None else worker_memory)
     return Batch(settings).run()
 
 
@@ -166,6 +168,15 @@ def detect_gpus(env, run=subprocess.run) -> list[str]:
         return []
     lines = [line for line in listing.stdout.splitlines() if line.startswith("GPU ")]
     return [str(index) for index in range(len(lines))]
+
+
+def default_worker_memory_mb(parallel: int, physical_bytes: int | None = None) -> int:
+    """Half of the machine's memory shared over the submissions graded at once (the other half is for
+    the checkers and the system), but never below what CUDA and the suites are known to need."""
+    if physical_bytes is None:
+        physical_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    share = physical_bytes // 2 // max(1, parallel) // 2**20
+    return max(MIN_WORKER_MEMORY_MB, int(share))
 
 
 def default_jobs() -> int:

@@ -9,6 +9,7 @@ Nothing the worker says is trusted beyond what the checker can verify.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import traceback
 
@@ -67,8 +68,8 @@ def _answer(conn, modules, request):
     except NotImplementedError as error:
         reply = ("not_implemented", str(error), _tail(traceback.format_exc()))
     except BaseException as error:  # anything the student's code raised, SystemExit included
-        reply = ("error", type(error).__name__, str(error)[:2000], _tail(traceback.format_exc()),
-                 _cuda_broken())
+        message = str(error)[:2000] + _memory_cap_note(f"{type(error).__name__}: {error}")
+        reply = ("error", type(error).__name__, message, _tail(traceback.format_exc()), _cuda_broken())
     try:
         conn.send(reply)
     except Exception as error:  # the result could not be sent (unpicklable object)
@@ -97,6 +98,15 @@ def _execute(modules, kind, target, args, kwargs, rules):
                 raise
             # The forbidden op is the verdict, whatever the code did after the guard refused it.
     return result, {"launches": launches.count, "forbidden": list(hits)}
+
+
+def _memory_cap_note(text: str) -> str:
+    """Under the runner's cap an allocation failure may be the cap, not the machine: say so."""
+    megabytes = int(os.environ.get(MEMORY_ENV) or 0)
+    if megabytes and re.search(r"MemoryError|out of memory|can't allocate memory|bad_alloc", text):
+        return (f" (when graded, the process running your code may use at most {megabytes} MiB of host "
+                "memory, CUDA's own host allocations included)")
+    return ""
 
 
 def _synchronize() -> None:

@@ -434,3 +434,14 @@ def test_eta_shares_the_queue_over_the_slots():
 
 def test_eta_does_not_count_runs_past_the_mean_as_negative():
     assert runner.estimate_eta([100.0], in_flight=[400.0], queued=0, slots=1) == 0.0
+
+
+# --- worker memory cap --------------------------------------------------------------------------------
+
+
+def test_worker_memory_default_is_half_the_ram_shared_over_parallel_runs():
+    assert runner.default_worker_memory_mb(2, physical_bytes=256 * 2**30) == 64 * 1024
+
+
+def test_worker_memory_default_never_goes_below_what_cuda_needs():
+    assert runner.default_worker_memory_mb(2, physical_bytes=24 * 2**30) == runner.MIN_WORKER_MEMORY_MB

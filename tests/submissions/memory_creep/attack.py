@@ -1,7 +1,7 @@
 # target: softmax
 """Fault: softmax_triton keeps allocating 256 MB blocks, each small enough to pass the kernel's
-overcommit check, the way a leak in a loop does. The worker's memory cap (RLIMIT_DATA, 8 GiB by
-default) makes the allocator refuse one of them long before the node runs out. The blocks are never
+overcommit check, the way a leak in a loop does. The worker's memory cap (RLIMIT_DATA, at least 8 GiB
+by default) makes the allocator refuse one of them long before the node runs out. The blocks are never
 touched, so if the cap were missing this attack would hold address space, not memory, and say so."""
 
 _BLOCK_BYTES = 256 * 2**20
