@@ -4,6 +4,7 @@
 #               the gain of the second GPU is (2 / wall of the pair) / (1 / wall of the one).
 #   faults:     the GPU side of the adversarial gallery (hung kernel, out-of-bounds store, segfault,
 #               clean reference, one submission per GPU) and the worker's CUDA-fault recovery.
+#   sandboxed:  the quick GPU gallery entries graded inside bubblewrap (its root folder as $2).
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH=. PYTHONUNBUFFERED=1
@@ -22,5 +23,14 @@ case "${1:-}" in
       > "$OUT/gallery-gpu.log" 2>&1
     tar czf "$OUT/gallery-gpu-reports.tgz" -C /tmp/gallery-gpu --exclude='*/suite' . 2>/dev/null
     tail -n 15 "$OUT/impl-cuda.log" "$OUT/gallery-gpu.log" ;;
-  *) echo "usage: $0 throughput|faults" >&2; exit 2 ;;
+  sandboxed)
+    # bubblewrap from a folder given as $2 (e.g. Debian's .deb unpacked with dpkg -x): grading in the
+    # sandbox with the GPUs passed through, on the quick entries of the GPU gallery.
+    export PATH="$2/usr/bin:$PATH" GALLERY_GPU_ATTACKS=clean,oob_kernel_write,memory_creep,segfault
+    bwrap --version > "$OUT/bwrap.log" 2>&1
+    python -m pytest tests/test_adversarial.py -k gpu -q -rs --basetemp=/tmp/gallery-gpu \
+      > "$OUT/gallery-gpu-sandboxed.log" 2>&1
+    grep -ho '"sandbox": "[a-z]*"' /tmp/gallery-gpu/*/out/*/result.json | sort | uniq -c >> "$OUT/bwrap.log"
+    tail -n 15 "$OUT/bwrap.log" "$OUT/gallery-gpu-sandboxed.log" ;;
+  *) echo "usage: $0 throughput|faults|sandboxed BWRAP_ROOT" >&2; exit 2 ;;
 esac

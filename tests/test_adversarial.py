@@ -129,8 +129,11 @@ def attack_names() -> list[str]:
 
 
 def gpu_attack_names() -> list[str]:
-    """The GPU batch: the GPU-only faults, the GPU side of the CPU ones, and the clean reference."""
-    return sorted(GPU_BATCH + tuple(set(all_attacks()) - set(attack_names())))
+    """The GPU batch: the GPU-only faults, the GPU side of the CPU ones, and the clean reference
+    (or only those named in GALLERY_GPU_ATTACKS, comma-separated, for a quick check)."""
+    names = sorted(GPU_BATCH + tuple(set(all_attacks()) - set(attack_names())))
+    chosen = [name for name in os.environ.get("GALLERY_GPU_ATTACKS", "").split(",") if name]
+    return [name for name in names if name in chosen] if chosen else names
 
 
 GPU_BATCH = ("clean", "hung_kernel", "memory_creep", "segfault")
