@@ -14,8 +14,6 @@ import sys
 import traceback
 
 MAX_TRACEBACK = 4000
-
-
 MEMORY_ENV = "GRADER_WORKER_MEMORY_MB"   # set by the runner; unset (a student's make test): no cap
 
 
@@ -52,7 +50,7 @@ def serve(conn, impl_spec, extra_sys_path, scratch) -> None:
 def limit_memory(megabytes: int) -> None:
     """Cap this process's private writable memory (RLIMIT_DATA), so a runaway allocation is the
     submission's MemoryError rather than the node's out-of-memory killer. CUDA's address-space
-    reservations and device mappings are not private writable memory, so they do not count."""
+    reservations do not count, its host allocations do: the runner's default leaves room for them."""
     if megabytes > 0:
         import resource
 
@@ -69,6 +67,7 @@ def _answer(conn, modules, request):
         reply = ("not_implemented", str(error), _tail(traceback.format_exc()))
     except BaseException as error:  # anything the student's code raised, SystemExit included
         message = str(error)[:2000] + _memory_cap_note(f"{type(error).__name__}: {error}")
+        # The last field: this worker's CUDA context is gone, so it exits after the reply.
         reply = ("error", type(error).__name__, message, _tail(traceback.format_exc()), _cuda_broken())
     try:
         conn.send(reply)
