@@ -196,8 +196,7 @@ class Batch:
         warm_checker_tree(self.checker_root, SUITE_DIRS[settings.suite])
         self.tables = {None: self.points}
         self.metadata = submission.read_metadata(settings.submissions)
-        self.running: dict[str, subprocess.Popen] = {}
-        self.running_since: dict[str, float] = {}    # perf_counter() at launch, for the ETA
+        self.running: dict[str, tuple[subprocess.Popen, float]] = {}   # process, perf_counter() at launch
         self.durations: list[float] = []             # of the checking runs that finished
         self.lock = threading.Lock()
         self.bwrap = sandbox.find_bwrap() if settings.sandbox else None
@@ -324,8 +323,7 @@ class Batch:
             return Outcome("crashed", f"could not start the checking run: {error}", None, 0.0, "", "")
         os.close(write_end)                     # the checker holds the only write end now
         with self.lock:
-            self.running[student] = process
-            self.running_since[student] = start
+            self.running[student] = (process, start)
         log = BoundedLog()
         stream = bytearray()
         readers = [threading.Thread(target=drain, args=(process.stdout, log.add), daemon=True),
@@ -341,7 +339,7 @@ class Batch:
             kill_group(process)
             with self.lock:
                 self.running.pop(student, None)
-                self.durations.append(time.perf_counter() - self.running_since.pop(student, start))
+                self.durations.append(time.perf_counter() - start)
         for reader in readers:
             reader.join(timeout=5)
         duration = time.perf_counter() - start
@@ -377,7 +375,7 @@ class Batch:
     def kill_all(self):
         self.stopping.set()
         with self.lock:
-            for process in self.running.values():
+            for process, _ in self.running.values():
                 kill_group(process)
 
     # --- bookkeeping -----------------------------------------------------------------------------
@@ -425,7 +423,7 @@ class Batch:
         now = time.perf_counter()
         with self.lock:
             running = ", ".join(sorted(self.running)) or "-"
-            in_flight = [now - since for since in self.running_since.values()]
+            in_flight = [now - since for _, since in self.running.values()]
             durations = list(self.durations)
         queued = total - done - len(in_flight)
         eta = estimate_eta(durations, in_flight, queued, len(self.settings.slots))
