@@ -238,8 +238,6 @@ class IsolatedImpl(Impl):
         self._ready = False
 
     def _request(self, kind, target, args, kwargs):
-        import torch.multiprocessing  # noqa: F401 - registers how tensors cross the pipe (shared memory)
-
         from grader import channel
 
         conn = self._connection()
@@ -306,6 +304,8 @@ class IsolatedImpl(Impl):
             self._spawn()
         if not self._ready:
             # Start-up (importing torch and Triton) is not the student's time: wait for "ready" apart.
+            import torch.multiprocessing  # noqa: F401 - registers how tensors cross the pipe (shared memory)
+
             from grader import channel
 
             if channel.load_reply(self._receive(STARTUP_TIMEOUT, "the worker did not start")) != ("ready",):

@@ -39,9 +39,7 @@ def serve(conn, impl_spec, extra_sys_path, scratch) -> None:
         try:
             request = conn.recv()
         except (EOFError, OSError):
-            return
-        if request is None:
-            return
+            return  # the checker is done (it kills this process) or gone
         keep_alive = _answer(conn, modules, request)  # noqa: F841 - held until the next request
         if keep_alive[0] == "error" and keep_alive[4]:
             return  # this process cannot run CUDA any more: the checker starts a fresh worker
