@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from grader.submission import MODULES  # noqa: E402
+from grader.grade.submission import MODULES  # noqa: E402
 
 MISSING_IN_PARTIAL = "mixed_precision"
 # (module, what the bug is, exact text in the solution, what replaces it)

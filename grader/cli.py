@@ -29,7 +29,7 @@ def main():
     """GPU-systems assignment: grade submissions, build the handout, benchmark kernels."""
 
 
-# --- grade (owned by grader/runner.py) ---------------------------------------------------------------
+# --- grade (owned by grader/grade/runner.py) ---------------------------------------------------------------
 
 
 @main.command()
@@ -49,7 +49,7 @@ def main():
                    "the RAM shared over the submissions graded at once, at least 8192; 0: no cap].")
 def grade(**options):
     """Grade every submission in SUBMISSIONS (one folder or archive per student)."""
-    from grader.runner import grade_all
+    from grader.grade.runner import grade_all
 
     sys.exit(grade_all(**options))
 
@@ -81,7 +81,7 @@ def build(out, no_verify):
     sys.exit(build_handout(out, verify=not no_verify))
 
 
-# --- bench and calibrate (owned by grader/bench.py) --------------------------------------------------
+# --- bench and calibrate (owned by grader/bench/kernels.py) --------------------------------------------------
 
 
 @main.command()
@@ -101,10 +101,10 @@ def build(out, no_verify):
 def bench(impl_name, json_path, chart, kernels, grader_bench, copies, gpus, suite, no_perf):
     """Time every kernel against its baseline and print the ratios (needs a CUDA GPU)."""
     if grader_bench:
-        from grader.runner import bench_grader
+        from grader.grade.runner import bench_grader
 
         sys.exit(bench_grader(copies, gpus=gpus, suite=suite, no_perf=no_perf))
-    from grader.bench import run_bench
+    from grader.bench.kernels import run_bench
 
     sys.exit(run_bench(impl_name, json_path=json_path, chart_path=chart, kernels=kernels))
 
@@ -114,6 +114,6 @@ def bench(impl_name, json_path, chart, kernels, grader_bench, copies, gpus, suit
 @click.option("--dry-run", is_flag=True, help="Show old and new ladders without writing.")
 def calibrate(gpu_name, dry_run):
     """Measure the reference solutions on this GPU and write its perf ladders."""
-    from grader.bench import calibrate as run_calibrate
+    from grader.bench.kernels import calibrate as run_calibrate
 
     sys.exit(run_calibrate(gpu_name=gpu_name, dry_run=dry_run))

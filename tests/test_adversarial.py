@@ -3,7 +3,7 @@
 Every folder in tests/submissions/ is one attack: `attack.py` is appended to the reference solution
 of its target module (a header line `# target: softmax`), the submission holds the reference modules
 named by `# modules:` (default softmax and matmul), and `files/` is copied in beside them as planted
-extras. All of them, plus the clean reference, are graded in ONE batch through `grader.runner.grade_all`
+extras. All of them, plus the clean reference, are graded in ONE batch through `grader.grade.runner.grade_all`
 (sandboxed when bubblewrap is installed) against the small suite in tests/submissions/_suite. Then,
 per attack: its status and reason, the checks it must lose (zero), the checks it must keep (full
 points), and for the whole batch: nothing outside the scratch changed, no process of a submission
@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import checking_run, runner
-from grader import sandbox
+from grader.grade import checking_run, runner
+from grader.grade import sandbox
 
 GALLERY = Path(__file__).resolve().parent / "submissions"
 SUITE = GALLERY / "_suite"

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from perf_fakes import FakeImpl, baseline, clock_bench, exact_check, fake_clock, kernel_module
 
-from grader import bench
+from grader.bench import kernels as bench
 from grader.benchmarks import KERNELS, Benchmark, benchmarks
 from grader.cli import main
 from grader.errors import GraderError

@@ -22,7 +22,7 @@ import torch
 
 from grader import disposable
 from grader.impl import InProcessImpl, IsolatedImpl, resolve
-from grader.runner import Settings, build_checker_tree
+from grader.grade.runner import Settings, build_checker_tree
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from grader.roofline import attainable_tflops, caption, ridge_point, roofline_svg
+from grader.bench.roofline import attainable_tflops, caption, ridge_point, roofline_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 H200_MEASURED = {"gpu_name": "NVIDIA H200", "matmul_tflops": 790.0, "copy_gbs": 4300.0}

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import checking_run, runner
-from grader.checking_run import classify_exit
-from grader.runner import detect_gpus, grade_all, parse_gpus
-from grader.sandbox import find_bwrap
+from grader.grade import checking_run, runner
+from grader.grade.checking_run import classify_exit
+from grader.grade.runner import detect_gpus, grade_all, parse_gpus
+from grader.grade.sandbox import find_bwrap
 
 REPO = Path(__file__).resolve().parent.parent
 BUDGET = 300.0     # seconds per submission: never reached by a submission that returns
@@ -372,7 +372,7 @@ def test_bounded_log_keeps_head_and_tail():
 
 def test_parent_side_modules_import_without_torch():
     code = ("import sys\nsys.modules['torch'] = None\nsys.modules['triton'] = None\n"
-            "import grader.cli, grader.runner, grader.sandbox, grader.submission, grader.scoring\n"
+            "import grader.cli, grader.grade.runner, grader.grade.sandbox, grader.grade.submission, grader.scoring\n"
             "import grader.report.model, grader.report.html, grader.report.gradebook\n"
             "assert 'numpy' not in sys.modules, 'numpy imported'\nprint('ok')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import disposable, sandbox
-from grader.sandbox import build_launch, child_env, gpu_device_nodes
+from grader import disposable
+from grader.grade import sandbox
+from grader.grade.sandbox import build_launch, child_env, gpu_device_nodes
 
 BWRAP = sandbox.find_bwrap()
 needs_bwrap = pytest.mark.skipif(BWRAP is None, reason="bubblewrap (bwrap) is not installed: "

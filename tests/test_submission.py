@@ -7,9 +7,9 @@ import zipfile
 
 import pytest
 
-from grader import submission
+from grader.grade import submission
 from grader.errors import BadSubmission
-from grader.submission import Source, find_submissions, read_metadata, stage
+from grader.grade.submission import Source, find_submissions, read_metadata, stage
 
 
 def _zip(path, members):

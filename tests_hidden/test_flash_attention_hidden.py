@@ -2,7 +2,7 @@
 (no PyTorch attention inside the Triton path, nothing n x n saved, memory linear in n), input errors,
 and (GPU only) forward and backward time against PyTorch's SDPA (grader.benchmarks.flash_attention).
 
-The scenarios run through `impl.run` come from `grader.attention_reference` and
+The scenarios run through `impl.run` come from `grader.references.attention` and
 `grader.scenarios.flash_attention`, never from this file: the worker imports a scenario's module, and this
 file must not be readable by student code.
 """
@@ -10,7 +10,7 @@ file must not be readable by student code.
 import pytest
 import torch
 
-from grader.attention_reference import (assert_backward_matches, assert_forward_matches,
+from grader.references.attention import (assert_backward_matches, assert_forward_matches,
                                         attention_forward_backward, describe, random_qkv)
 from grader.benchmarks import flash_attention as attention_benchmarks
 from grader.scenarios.flash_attention import largest_saved_tensor, peak_extra_memory

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from grader.benchmarks import matmul as matmul_benchmarks
-from grader.matmul_reference import assert_matmul_close, describe
+from grader.references.matmul import assert_matmul_close, describe
 from grader.testing import MATMUL_OPS, randn, raises_from_student
 from grader.timing import measure_ratio
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from grader.benchmarks import softmax as softmax_benchmarks
-from grader.softmax_reference import assert_softmax_close, reference_softmax
+from grader.references.softmax import assert_softmax_close, reference_softmax
 from grader.testing import SOFTMAX_OPS, assert_close, randn, raises_from_student
 from grader.timing import measure_ratio
 

@@ -4,7 +4,7 @@ The lecture's worked example (S3 §7.8) as attention: one query q = [1] (d = 1, 
 1/sqrt(d) is 1), keys [0, ln2, ln3], values [1, 2, 4]. The scores are [0, ln2, ln3], the softmax is
 [1/6, 2/6, 3/6], so o = (1 + 4 + 12) / 6 = 17/6 and lse = ln(1 + 2 + 3) = ln 6.
 
-Every other comparison is against attention computed in fp64 (`grader.attention_reference`), allowing 2x (outputs)
+Every other comparison is against attention computed in fp64 (`grader.references.attention`), allowing 2x (outputs)
 or 3x (gradients) the error of the same attention computed plainly in PyTorch at the dtype under test
 (`naive_attention`).
 """
@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.attention_reference import (assert_backward_matches, assert_forward_matches,
+from grader.references.attention import (assert_backward_matches, assert_forward_matches,
                                         attention_forward_backward, random_qkv)
 from grader.testing import assert_close, randn
 

@@ -11,7 +11,7 @@ with the same edge cases are used.
 import pytest
 import torch
 
-from grader.matmul_reference import assert_matmul_close, describe
+from grader.references.matmul import assert_matmul_close, describe
 from grader.testing import MATMUL_OPS, randn, raises_from_student
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

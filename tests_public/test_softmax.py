@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from grader.softmax_reference import assert_softmax_close
+from grader.references.softmax import assert_softmax_close
 from grader.testing import SOFTMAX_OPS, assert_close, randn
 
 LN2, LN3 = math.log(2.0), math.log(3.0)

@@ -28,8 +28,8 @@ from grader.points import load_points
 
 # Never shipped, even if something imports them: staff-only machinery, and the hidden suite's scenarios
 # (they show what the hidden tests exercise).
-STAFF_ONLY = ("grader.handout", "grader.runner", "grader.sandbox", "grader.report", "grader.bench",
-              "grader.cli", "grader.__main__", "grader.submission", "grader.scenarios")
+STAFF_ONLY = ("grader.handout", "grader.grade", "grader.report", "grader.bench",
+              "grader.cli", "grader.__main__", "grader.scenarios")
 # Always shipped: the scoring core the plugin reads (also reached by the closure; listed for clarity).
 ALWAYS = ("grader", "grader.errors", "grader.points", "grader.results", "grader.scoring")
 SKIP_NAMES = {"__pycache__", ".pytest_cache"}

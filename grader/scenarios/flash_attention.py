@@ -1,11 +1,11 @@
 """Worker-side scenarios of the hidden flash_attention tests (forward and backward: see
-`grader.attention_reference.attention_forward_backward`)."""
+`grader.references.attention.attention_forward_backward`)."""
 
 from __future__ import annotations
 
 import torch
 
-from grader.attention_reference import attention_function
+from grader.references.attention import attention_function
 
 
 def largest_saved_tensor(modules, function_name, q, k, v, is_causal):

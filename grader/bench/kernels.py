@@ -129,7 +129,7 @@ def run_bench(impl_name: str, json_path: str | None = None, chart_path: str | No
         Path(json_path).write_text(json.dumps(bench_json(impl_name, environment, results, points), indent=1))
         print(f"wrote {json_path}")
     if chart_path:
-        from grader.roofline import roofline_svg
+        from grader.bench.roofline import roofline_svg
 
         Path(chart_path).write_text(roofline_svg(chart_points(results), environment))
         print(f"wrote {chart_path}")

@@ -1,7 +1,7 @@
 """`grader grade`: every submission checked in its own process tree, in parallel, resumably.
 
-For each submission: stage its allow-listed files (grader.submission), launch the checking pytest run
-(argv from grader.sandbox) in a new session with its own scratch, read its results from a pipe only the
+For each submission: stage its allow-listed files (grader.grade.submission), launch the checking pytest run
+(argv from grader.grade.sandbox) in a new session with its own scratch, read its results from a pipe only the
 checker holds, kill the whole group on the wall-clock budget, score what reported (grader.scoring) and
 write that student's outputs at once. The class files (grades.csv, index.html) are rebuilt from every
 result.json on disk at the end, and on Ctrl-C. A submission never stops the batch: whatever goes wrong
@@ -29,15 +29,16 @@ from pathlib import Path
 import click
 
 import grader
-from grader import disposable, sandbox, submission, worker
-from grader.checking_run import (CHECKER_LAUNCHER, BoundedLog, check_bwrap_works, classify_exit, drain,
+from grader import disposable, worker
+from grader.grade import sandbox, submission
+from grader.grade.checking_run import (CHECKER_LAUNCHER, BoundedLog, check_bwrap_works, classify_exit, drain,
                                  drain_fd, gpu_name_of, importable, kill_group, warm_checker_tree)
 from grader.errors import BadSubmission, GraderError
 from grader.points import POINTS_DIR, load_points
 from grader.report import gradebook, html
 from grader.report.model import build_result, maximum, not_gradable_result, points_text
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SUITE_DIRS = {"public": ("tests_public",), "hidden": ("tests_hidden",), "all": ("tests_public", "tests_hidden")}
 DEFAULT_TIMEOUT = 1800.0          # seconds per submission (the full GPU suite takes a few minutes)
 # Private memory of the process running student code. CUDA's own host allocations count against it:
@@ -45,8 +46,8 @@ DEFAULT_TIMEOUT = 1800.0          # seconds per submission (the full GPU suite t
 MIN_WORKER_MEMORY_MB = 8192
 RESULT_FILE = "result.json"
 # Files the checking run never uses: editing them (a report template, say) keeps existing grades.
-PARENT_ONLY = ("grader/report/", "grader/handout/", "grader/runner.py", "grader/checking_run.py",
-               "grader/cli.py", "grader/sandbox.py", "grader/submission.py", "grader/bench.py")
+PARENT_ONLY = ("grader/report/", "grader/handout/", "grader/grade/",
+               "grader/cli.py", "grader/bench/")
 
 
 @dataclass

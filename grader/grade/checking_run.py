@@ -1,6 +1,6 @@
 """One checking run seen from outside: how it is started, watched, read and killed.
 
-The runner (grader/runner.py) decides what to grade and writes the outputs; this module holds the
+The runner (grader/grade/runner.py) decides what to grade and writes the outputs; this module holds the
 process-level pieces it uses for each submission: the non-dumpable launcher, the bubblewrap probe,
 the pre-warmed read-only checker tree, the bounded log, draining pipes, classifying how the run ended,
 and killing its whole process group. Nothing here imports torch or Triton.
@@ -16,7 +16,8 @@ import sys
 import threading
 from pathlib import Path
 
-from grader import results, sandbox
+from grader import results
+from grader.grade import sandbox
 from grader.errors import GraderError
 
 LOG_HEAD = LOG_TAIL = 100_000     # bytes of the child's output kept: head and tail, 200 KB in all

@@ -1,0 +1,1 @@
+"""`grader grade`: the class runner, one checking run per submission, its sandbox and submission intake."""

@@ -1,0 +1,1 @@
+"""What the suites compare against, one module per problem: fp64 references and the naive low-precision yardsticks."""
