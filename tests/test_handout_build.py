@@ -17,7 +17,8 @@ import pytest
 
 from grader.errors import HandoutError
 from grader.handout import verify
-from grader.handout.build import STAFF_ONLY, build_handout, grader_closure, public_points_toml
+from grader import layout
+from grader.handout.build import build_handout, grader_closure, public_points_toml
 from grader.handout.stubs import REPO_ROOT, expected_stubs
 from grader.handout.writeup import collect_problems, markdown_to_html, module_functions
 from grader.points import load_points
@@ -55,8 +56,8 @@ def test_handout_holds_what_students_need(built):
 def test_handout_has_no_staff_folders_or_modules(built):
     assert not (built / "solutions").exists() and not (built / "tests_hidden").exists()
     assert not (built / "tests").exists() and not (built / "grader" / "handout").exists()
-    shipped = {p.stem for p in (built / "grader").glob("*.py")}
-    assert not shipped & {s.split(".")[-1] for s in STAFF_ONLY if s.count(".") == 1}
+    shipped = [p.relative_to(built / "grader") for p in (built / "grader").rglob("*.py")]
+    assert shipped and not [p for p in shipped if not layout.AUDIENCES[layout.audience_of(p)].shipped]
 
 
 def test_handout_assignment_is_exactly_the_generated_stubs(built):
@@ -69,7 +70,7 @@ def test_handout_assignment_is_exactly_the_generated_stubs(built):
 def test_grader_closure_follows_the_plugin_imports():
     modules = grader_closure(REPO_ROOT)
     assert {"grader", "grader.plugin", "grader.points", "grader.scoring", "grader.results"} <= set(modules)
-    assert not [m for m in modules if m.startswith(STAFF_ONLY)]
+    assert not [m for m in modules if not layout.is_shipped_module(m)]
 
 
 def test_grader_closure_refuses_a_public_test_importing_staff_code(tmp_path):
@@ -77,7 +78,7 @@ def test_grader_closure_refuses_a_public_test_importing_staff_code(tmp_path):
     shutil.copytree(REPO_ROOT / "grader", root / "grader", ignore=shutil.ignore_patterns("__pycache__"))
     (root / "tests_public").mkdir()
     (root / "tests_public" / "test_x.py").write_text("from grader.handout import stubs\n")
-    with pytest.raises(HandoutError, match="staff-only"):
+    with pytest.raises(HandoutError, match="not shipped"):
         grader_closure(root)
 
 

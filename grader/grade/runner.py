@@ -29,7 +29,7 @@ from pathlib import Path
 import click
 
 import grader
-from grader import disposable, worker
+from grader import disposable, layout, worker
 from grader.grade import sandbox, submission
 from grader.grade.checking_run import (CHECKER_LAUNCHER, BoundedLog, check_bwrap_works, classify_exit, drain,
                                  drain_fd, gpu_name_of, importable, kill_group, warm_checker_tree)
@@ -45,9 +45,6 @@ DEFAULT_TIMEOUT = 1800.0          # seconds per submission (the full GPU suite t
 # on an H200 a full grade failed with "CUDA error: out of memory" at 2 GiB and passed at 8 GiB.
 MIN_WORKER_MEMORY_MB = 8192
 RESULT_FILE = "result.json"
-# Files the checking run never uses: editing them (a report template, say) keeps existing grades.
-PARENT_ONLY = ("grader/report/", "grader/handout/", "grader/grade/",
-               "grader/cli.py", "grader/bench/")
 
 
 @dataclass
@@ -465,7 +462,8 @@ def build_checker_tree(settings: Settings, root: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         name = path.relative_to(root).as_posix()
-        if not name.startswith(PARENT_ONLY):
+        # Files the checking run never uses (grader/layout.py: staff, tools) keep existing grades.
+        if not name.startswith("grader/") or layout.is_graded(name[len("grader/"):], root / "grader"):
             digest.update(name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 

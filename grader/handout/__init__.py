@@ -6,3 +6,5 @@
 - `verify`: proves the handout consistent (solutions full marks, stubs zero, nothing hidden leaks,
   the unpacked handout installs and runs `make test`).
 """
+
+AUDIENCE = "staff"   # builds the handout; never shipped, never graded with (grader/layout.py)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import jinja2
 
+from grader import layout
 from grader.errors import HandoutError
 from grader.handout.stubs import REPO_ROOT, expected_stubs
 from grader.handout.writeup import environment, write_writeup
@@ -28,8 +29,6 @@ from grader.points import load_points
 
 # Never shipped, even if something imports them: staff-only machinery, and the hidden suite's scenarios
 # (they show what the hidden tests exercise).
-STAFF_ONLY = ("grader.handout", "grader.grade", "grader.report", "grader.bench",
-              "grader.cli", "grader.__main__", "grader.scenarios")
 # Always shipped: the scoring core the plugin reads (also reached by the closure; listed for clarity).
 ALWAYS = ("grader", "grader.errors", "grader.points", "grader.results", "grader.scoring")
 SKIP_NAMES = {"__pycache__", ".pytest_cache"}
@@ -83,9 +82,9 @@ def grader_closure(root: Path = REPO_ROOT) -> list[str]:
         if path is None:
             continue          # a name imported from a module (`from grader.points import load_points`)
         todo |= grader_imports(path, package_dir) - done
-    staff = sorted(m for m in done if any(m == s or m.startswith(s + ".") for s in STAFF_ONLY))
+    staff = sorted(m for m in done if not layout.is_shipped_module(m, package_dir))
     if staff:
-        raise HandoutError(f"the public suite imports staff-only modules {staff}; "
+        raise HandoutError(f"the public suite imports modules that are not shipped {staff} (grader/layout.py); "
                            "move what students need out of them")
     return sorted(m for m in done if _module_path(m, root) is not None)
 

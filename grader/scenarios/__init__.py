@@ -7,6 +7,8 @@ collection instead (`grader.disposable`), and `impl.run` refuses functions of hi
 
 Scenarios only build what they need from their arguments, run the student's code and return plain
 values: the inputs and the assertions stay in the hidden tests. The worker can read this package, so
-nothing here is secret; the handout does not ship it (grader.handout.build.STAFF_ONLY), since it shows
+nothing here is secret; the handout does not ship it (its AUDIENCE, grader/layout.py), since it shows
 what the hidden suite exercises.
 """
+
+AUDIENCE = "checker"   # hidden-suite scenarios the worker imports; never shipped (grader/layout.py)

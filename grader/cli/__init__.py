@@ -12,6 +12,8 @@ import click
 
 from grader.errors import GraderError
 
+AUDIENCE = "staff"   # the commands staff and TAs type; the checking run never imports it (grader/layout.py)
+
 
 class _Group(click.Group):
     """Turns a GraderError anywhere below into a one-line message and exit status 1."""
