@@ -1,7 +1,8 @@
 """What one pytest run reports about one implementation: the records the grader scores.
 
-The checking pytest process writes a `RunResults` as JSON (`--results-json`); the grader's runner reads
-it back with `RunResults.from_json`, which rejects anything malformed. Nothing here imports torch.
+The checking pytest process writes a line stream (`--results-json`): a header naming every collected test,
+one line per test, an end line. `read_stream` is its only reader, defensive because a killed or hostile
+run may have written part of it. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 FORMAT_VERSION = 1
+MESSAGE_LIMIT = 4000        # characters of a test's message kept when read back
 
 # Outcomes of one test, as the plugin classifies them.
 PASSED = "passed"
@@ -42,19 +44,7 @@ class RunResults:
     tests: list[TestRecord] = field(default_factory=list)
     environment: dict = field(default_factory=dict)
     collected_checks: list[str] = field(default_factory=list)
-    collected_tests: list[list[str]] = field(default_factory=list)   # [nodeid, check id] of every test
-    version: int = FORMAT_VERSION
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> "RunResults":
-        data = json.loads(text)
-        if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
-            raise ValueError("results file has an unknown format version")
-        tests = [TestRecord(**record) for record in data.pop("tests", [])]
-        return cls(tests=tests, **data)
+    collected_tests: list[tuple[str, str]] | None = None   # (nodeid, check id) of every test; None: unknown
 
 
 def header_line(impl: str, device: str, environment: dict, collected_checks: list[str],
@@ -74,22 +64,90 @@ def record_line(record: TestRecord) -> str:
 END_LINE = json.dumps({"type": "end"})
 
 
-def read_stream(text: str) -> tuple[RunResults | None, bool]:
-    """Parse a results stream written line by line; tolerate a truncated last line.
+@dataclass
+class StreamRead:
+    """What a results stream holds, as far as it can be trusted."""
 
-    Returns the results (None when no header was written) and whether the run reached its end line.
+    results: RunResults | None        # None when no valid header was written
+    finished: bool                    # the run wrote its end line
+    notes: list[str] = field(default_factory=list)   # what was ignored, and why
+
+
+def read_stream(text: str, known_checks=None) -> StreamRead:
+    """The one reader of a results stream; nothing malformed is ever scored.
+
+    Tolerates a truncated last line (the writer was killed mid-line). Ignores records before the header,
+    malformed ones, ones with a check outside `known_checks` (when given), and reads nothing after the end
+    line. A test reported twice was written by someone other than the checker: it counts as failed.
     """
-    results, finished = None, False
-    for line in text.splitlines():
+    results, finished, notes, seen, doubled = None, False, [], set(), set()
+    header_seen = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
         try:
             entry = json.loads(line)
         except json.JSONDecodeError:
-            break  # the writer was killed mid-line: keep what came before
-        kind = entry.pop("type", None) if isinstance(entry, dict) else None
-        if kind == "header" and entry.pop("version", None) == FORMAT_VERSION:
-            results = RunResults(**entry)
+            notes.append(f"results line {number} is incomplete (the run stopped while writing it)")
+            break
+        kind = entry.get("type") if isinstance(entry, dict) else None
+        if kind == "header" and not header_seen:     # only the first header counts, valid or not
+            header_seen, results = True, _header(entry)
+            if results is None:
+                notes.append(f"results header is malformed or has unknown version {entry.get('version')!r}")
         elif kind == "test" and results is not None:
-            results.tests.append(TestRecord(**entry))
+            record = _record(entry)
+            if record is None:
+                notes.append(f"results line {number} is malformed; ignored")
+            elif known_checks is not None and record.check not in known_checks:
+                notes.append(f"{record.nodeid}: unknown check {record.check!r}; ignored")
+            elif record.nodeid in seen:
+                doubled.add(record.nodeid)
+            else:
+                seen.add(record.nodeid)
+                results.tests.append(record)
         elif kind == "end":
             finished = True
-    return results, finished
+            break
+    for record in results.tests if results else ():   # the checker reports a test once
+        if record.nodeid in doubled:
+            record.outcome, record.message = FAILED, "reported twice: results not trusted"
+            notes.append(f"{record.nodeid}: reported twice; scored as failed")
+    return StreamRead(results, finished, notes)
+
+
+def _header(entry: dict) -> RunResults | None:
+    if entry.get("version") != FORMAT_VERSION:
+        return None
+    environment, checks = entry.get("environment", {}), entry.get("collected_checks", [])
+    if not (isinstance(environment, dict) and isinstance(checks, list)):
+        return None
+    return RunResults(impl=str(entry.get("impl", "")), device=str(entry.get("device", "")),
+                      environment=environment, collected_checks=[str(c) for c in checks],
+                      collected_tests=_collected_tests(entry.get("collected_tests")))
+
+
+def _collected_tests(entries) -> list[tuple[str, str]] | None:
+    """[(nodeid, check)] from a header's `collected_tests` ([[nodeid, check]] or [{nodeid, check}])."""
+    if not isinstance(entries, list):
+        return None
+    pairs = []
+    for entry in entries:
+        if isinstance(entry, dict):
+            entry = (entry.get("nodeid"), entry.get("check"))
+        if isinstance(entry, (list, tuple)) and len(entry) == 2 and all(isinstance(x, str) for x in entry):
+            pairs.append((entry[0], entry[1]))
+    return pairs
+
+
+def _record(entry: dict) -> TestRecord | None:
+    try:
+        record = TestRecord(nodeid=str(entry["nodeid"]), check=str(entry["check"]),
+                            outcome=str(entry["outcome"]), message=str(entry.get("message", "")),
+                            duration=float(entry.get("duration", 0.0)),
+                            perf=entry.get("perf") if isinstance(entry.get("perf"), dict) else None)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if len(record.message) > MESSAGE_LIMIT:
+        record.message = record.message[: MESSAGE_LIMIT // 2] + "\n...\n" + record.message[-MESSAGE_LIMIT // 2:]
+    return record

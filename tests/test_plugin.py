@@ -147,7 +147,8 @@ def fake_run(request, fake_project):
 
 
 def outcomes_of(stream: Path) -> dict[str, str]:
-    run, finished = results.read_stream(stream.read_text())
+    read = results.read_stream(stream.read_text())
+    run, finished = read.results, read.finished
     assert run is not None and finished
     return {record.nodeid.split("::")[-1]: record.outcome for record in run.tests}
 
@@ -160,7 +161,7 @@ def test_every_outcome_is_classified(fake_run):
 
 def test_stream_header_names_impl_device_and_collected_checks(fake_run, fake_project):
     _, stream = fake_run
-    run, _ = results.read_stream(stream.read_text())
+    run = results.read_stream(stream.read_text()).results
     assert run.impl == str(fake_project / "submission")
     assert run.device == "cpu"
     assert set(run.collected_checks) == {"softmax.fake.passes", "softmax.fake.half", "softmax.fake.wrong",
@@ -170,7 +171,7 @@ def test_stream_header_names_impl_device_and_collected_checks(fake_run, fake_pro
 
 def test_failure_messages_say_what_went_wrong(fake_run):
     _, stream = fake_run
-    run, _ = results.read_stream(stream.read_text())
+    run = results.read_stream(stream.read_text()).results
     messages = {record.nodeid.split("::")[-1]: record.message for record in run.tests}
     assert "wrong values" in messages["test_wrong_answer_fails"]
     assert "stub: not implemented yet" in messages["test_stub_is_not_implemented"]

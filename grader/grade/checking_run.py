@@ -82,7 +82,7 @@ def gpu_name_of(stream: str) -> str | None:
 
 def classify_exit(code: int | None, timed_out: bool, timeout: float, stream: str) -> tuple[str, str]:
     """The run's status from how it ended; only a run that wrote its end line counts as graded."""
-    finished = any(line.strip() == results.END_LINE for line in stream.splitlines()[-3:])
+    finished = results.read_stream(stream).finished
     if timed_out:
         return "timeout", f"stopped after the {timeout:g} s wall-clock budget; checks that had not " \
                           "reported score zero"

@@ -82,8 +82,8 @@ def run_suites(root: Path, impl: str, suites: list[str], results_path: Path, *, 
     if log:
         log.write_text(output)
     text = results_path.read_text() if results_path.exists() else ""
-    results, finished = read_stream(text)
-    return results, finished, output, done.returncode
+    read = read_stream(text)
+    return read.results, read.finished, output, done.returncode
 
 
 def suite_paths(root: Path, modules: list[str] | None, hidden: bool = True) -> list[str]:

@@ -20,62 +20,10 @@ from grader.scoring import score_checks
 
 RESULT_FORMAT = 1
 STATUSES = ("graded", "timeout", "crashed", "not_gradable")
-MESSAGE_LIMIT = 4000
 LOG_TAIL_CHARS = 4000
 
 
 # --- building result.json ------------------------------------------------------------------------
-
-
-def parse_stream(text: str, points: PointsTable) -> tuple[dict | None, list[TestRecord], list[str]]:
-    """(header, records, notes) from a results stream; nothing malformed is ever scored."""
-    header, records, notes, seen, doubled = None, [], [], set(), set()
-    known = points.checks
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            notes.append(f"results line {number} is incomplete (the run stopped while writing it)")
-            break
-        kind = entry.get("type") if isinstance(entry, dict) else None
-        if kind == "header" and header is None:
-            if entry.get("version") != results_format.FORMAT_VERSION:
-                notes.append(f"results header has unknown version {entry.get('version')!r}")
-                break
-            header = entry
-        elif kind == "test" and header is not None:
-            record = _record(entry)
-            if record is None:
-                notes.append(f"results line {number} is malformed; ignored")
-            elif record.check not in known:
-                notes.append(f"{record.nodeid}: unknown check {record.check!r}; ignored")
-            elif record.nodeid in seen:
-                doubled.add(record.nodeid)
-            else:
-                seen.add(record.nodeid)
-                records.append(record)
-        elif kind == "end":
-            break
-    for record in records:      # the checker reports a test once: twice means someone else wrote
-        if record.nodeid in doubled:
-            record.outcome, record.message = results_format.FAILED, "reported twice: results not trusted"
-            notes.append(f"{record.nodeid}: reported twice; scored as failed")
-    return header, records, notes
-
-
-def _record(entry: dict) -> TestRecord | None:
-    try:
-        record = TestRecord(nodeid=str(entry["nodeid"]), check=str(entry["check"]),
-                            outcome=str(entry["outcome"]), message=str(entry.get("message", "")),
-                            duration=float(entry.get("duration", 0.0)),
-                            perf=entry.get("perf") if isinstance(entry.get("perf"), dict) else None)
-    except (KeyError, TypeError, ValueError):
-        return None
-    if len(record.message) > MESSAGE_LIMIT:
-        record.message = record.message[: MESSAGE_LIMIT // 2] + "\n...\n" + record.message[-MESSAGE_LIMIT // 2:]
-    return record
 
 
 def maximum(points: PointsTable, suites: tuple[str, ...], perf: bool) -> float:
@@ -94,7 +42,8 @@ def build_result(student: str, points: PointsTable, stream: str, status: str, re
                  context: dict, *, suites: tuple[str, ...], perf: bool = True) -> dict:
     """Score one run. `status` is how the run ended (graded, timeout, crashed)."""
     table = selected_points(points, perf)
-    header, records, notes = parse_stream(stream, table)
+    read = results_format.read_stream(stream, known_checks=table.checks)
+    header, records, notes = read.results, list(read.results.tests if read.results else ()), read.notes
     if status == "graded" and header is None:
         status, reason = "crashed", "the checking run wrote no results"
     records += missing_records(table, suites, header, records, status, reason)
@@ -105,9 +54,9 @@ def build_result(student: str, points: PointsTable, stream: str, status: str, re
         "score": {"earned": round(sum(p.earned for p in scores), 4),
                   "possible": sum(p.possible for p in scores), "total": sum(p.total for p in scores)},
         "problems": [_problem(p) for p in scores if p.checks],
-        "device": (header or {}).get("device", ""), "environment": (header or {}).get("environment", {}),
+        "device": header.device if header else "", "environment": header.environment if header else {},
         "notes": notes, "log_tail": log[-LOG_TAIL_CHARS:],
-        "missing_exact": _collected_tests(header) is not None,
+        "missing_exact": header is not None and header.collected_tests is not None,
         "timing": {"tests_s": round(sum(r.duration for r in records), 3)},
         **context,
     }
@@ -120,7 +69,7 @@ def missing_records(table: PointsTable, suites, header, records, status, reason)
     why = reason or "no test of this check reported a result"
     wanted = {c.id for c in table.checks.values() if c.suite in suites}
     reported = {r.nodeid for r in records}
-    collected = _collected_tests(header)
+    collected = header.collected_tests if header else None
     if collected is not None:
         return [TestRecord(nodeid, check, DID_NOT_REPORT, why) for nodeid, check in collected
                 if check in wanted and nodeid not in reported]
@@ -131,20 +80,6 @@ def missing_records(table: PointsTable, suites, header, records, status, reason)
         last = records[-1].check
         missing.append(TestRecord(f"{last} (test cut off when the run stopped)", last, DID_NOT_REPORT, why))
     return missing
-
-
-def _collected_tests(header) -> list[tuple[str, str]] | None:
-    """[(nodeid, check)] from the header's `collected_tests` ([[nodeid, check]] or [{nodeid, check}])."""
-    entries = (header or {}).get("collected_tests")
-    if not isinstance(entries, list):
-        return None
-    pairs = []
-    for entry in entries:
-        if isinstance(entry, dict):
-            entry = (entry.get("nodeid"), entry.get("check"))
-        if isinstance(entry, (list, tuple)) and len(entry) == 2 and all(isinstance(x, str) for x in entry):
-            pairs.append((entry[0], entry[1]))
-    return pairs
 
 
 def not_gradable_result(student: str, reason: str, context: dict, maximum: float = 0.0) -> dict:
