@@ -20,11 +20,6 @@ LLAMA3_8B_PARAMS = 8.03e9
 LLAMA3_VOCAB, LLAMA3_D_MODEL = 128_256, 4096
 
 
-def exactly(value):
-    """pytest.approx tight enough that only rounding differences pass."""
-    return pytest.approx(value, rel=1e-9)
-
-
 # ---------------------------------------------------------------------------------------------- memory
 
 @pytest.mark.check("accounting.memory.lecture")
@@ -104,7 +99,8 @@ def test_8192_cubed_matmul_is_2mkn_flops(impl):
 @pytest.mark.check("accounting.flops.lecture")
 def test_ffn_is_4df_and_swiglu_is_6df(impl):
     check_value("ffn_flops_per_token(2, 8)", impl.accounting.ffn_flops_per_token(2, 8), 64)
-    check_value("ffn_flops_per_token(2, 8, swiglu=True)", impl.accounting.ffn_flops_per_token(2, 8, swiglu=True), 96,
+    check_value("ffn_flops_per_token(2, 8, swiglu=True)",
+                impl.accounting.ffn_flops_per_token(2, 8, swiglu=True), 96,
                 signatures={2 / 3: "a factor 2/3: SwiGLU has three weight matrices (gate, up, down): 6DF."})
 
 
@@ -290,7 +286,8 @@ def test_fusing_rmsnorm_with_the_residual_add_is_1_67x(impl):
 @pytest.mark.check("accounting.fusion.lecture")
 def test_recomputing_a_sigmoid_chain_cuts_8_accesses_to_5(impl):
     check_value("sigmoid_chain_accesses(3)", impl.accounting.sigmoid_chain_accesses(3), 8)
-    check_value("sigmoid_chain_accesses(3, recompute=True)", impl.accounting.sigmoid_chain_accesses(3, recompute=True), 5)
+    check_value("sigmoid_chain_accesses(3, recompute=True)",
+                impl.accounting.sigmoid_chain_accesses(3, recompute=True), 5)
 
 
 @pytest.mark.check("accounting.fusion.lecture")
