@@ -566,21 +566,18 @@ def recompute_flops_ratio(recomputed_fraction=1.0, backward_factor=2) -> float:
 # Number formats
 # ----------------------------------------------------------------------------------------------------
 
-TENSOR_CORE_SPEEDUP = {"tf32": Fraction(1, 2), "bf16": Fraction(1), "fp16": Fraction(1),
-                       "fp8": Fraction(2), "int8": Fraction(2)}
-"""Tensor-core peak of each format relative to BF16 on an H100 (halving the bits doubles the peak)."""
-
 EXPONENT_BITS = {"fp64": 11, "fp32": 8, "tf32": 8, "bf16": 8, "fp16": 5, "e5m2": 5, "e4m3": 4}
 """Exponent bits of each floating-point format (IEEE-style: bias = 2**(bits - 1) - 1)."""
 
 
 def tensor_core_peak(dtype, bf16_peak) -> float:
-    """Dense tensor-core peak FLOP/s in `dtype`, given the BF16 peak: bf16_peak x TENSOR_CORE_SPEEDUP.
+    """Dense tensor-core peak FLOP/s in `dtype`, given the BF16 peak `bf16_peak`.
 
     The lecture's ladder on an H100: BF16 989 TFLOP/s is twice TF32 (494.5) and half FP8 (1979; the
-    exact ratio is 2, the spec sheet rounds 2 x 989.4). Each halving of the bits doubles the peak and
-    halves the bytes moved. Formats with no tensor-core path in the table (fp32, fp64, int4) raise
-    ValueError naming `dtype`.
+    exact ratio is 2, the spec sheet rounds 2 x 989.4). Each halving of the bits doubles the peak (and
+    halves the bytes moved): tf32 runs at half the BF16 peak, bf16 and fp16 at the BF16 peak, fp8 and
+    int8 at twice it. Any other format (fp32, fp64, int4: no tensor-core path here) raises ValueError
+    naming `dtype`.
     """
     raise NotImplementedError("tensor_core_peak: not implemented yet")
 
@@ -589,9 +586,9 @@ def smallest_normal(fmt) -> float:
     """The smallest positive normal number of a floating-point format: 2 ** (1 - bias), where
     bias = 2 ** (exponent bits - 1) - 1 (see EXPONENT_BITS).
 
-    fp16 (5 exponent bits, bias 15): 2**-14 = 6.1e-5; bf16 and fp32 (8 bits, bias 127): 2**-126 =
-    1.2e-38, the same range, which is why bf16 needs no loss scaling. e4m3: 2**-6; e5m2: 2**-14.
-    Below it numbers lose precision (subnormals) and then flush to 0.
+    fp16 (5 exponent bits, bias 15): 2**-14 = 6.1e-5; bf16 (8 bits, bias 127): 2**-126 = 1.2e-38,
+    fp32's range, which is why bf16 needs no loss scaling. Below it numbers lose precision
+    (subnormals) and then flush to 0. Accepts the names of EXPONENT_BITS (or a torch dtype).
     """
     raise NotImplementedError("smallest_normal: not implemented yet")
 
@@ -609,10 +606,7 @@ def min_loss_scale(smallest_gradient, fmt="fp16") -> int:
     raise NotImplementedError("min_loss_scale: not implemented yet")
 
 
-MX_BLOCK = {"mxfp8": 32, "mxfp4": 16}
-"""Elements sharing one 8-bit scale in the lecture's microscaling formats."""
-
-MX_ELEMENT_BITS = {"mxfp8": 8, "mxfp4": 4}
+MX_FORMATS = ("mxfp8", "mxfp4")
 
 
 def mx_num_scales(n_elements, fmt) -> int:
@@ -620,6 +614,7 @@ def mx_num_scales(n_elements, fmt) -> int:
 
     The lecture: MXFP8 shares one E8M0 (power-of-two) scale among 32 elements; its MXFP4 shares one
     E4M3 scale among 16 (values in -6..6). 4,096 elements need 128 scales in MXFP8 and 256 in MXFP4.
+    `fmt` is "mxfp8" or "mxfp4" (ValueError naming fmt otherwise).
     (What the lecture calls MXFP4 with 16-element E4M3 scales is NVIDIA's NVFP4; the OCP MXFP4 standard
     uses 32-element E8M0 blocks. The tests use the lecture's numbers.) A partial last block still needs
     its scale. Returns an int.
