@@ -108,8 +108,11 @@ def accumulate(values, acc_dtype):
     """Sum ``values`` one at a time into an accumulator of ``acc_dtype``; returns a 0-d tensor of acc_dtype.
 
     Every partial sum is rounded to acc_dtype, as a running sum in a low-precision register would be.
-    Example from the lecture: 1000 x 0.01 gives 10.0 in an fp32 accumulator but stalls well short of
-    10 in fp16 once the spacing of fp16 numbers near the sum exceeds 2 x 0.01.
+    The lecture's rule is to accumulate in fp32 (gradient accumulation and optimizer updates run in
+    fp32 "to avoid the rounding error that builds up when many small numbers are added"; tensor cores
+    add their partial sums in full precision). An example of ours, not a number from the notes: 1000 x
+    0.01 gives 10.0 in an fp32 accumulator but stalls well short of 10 in fp16 once the spacing of fp16
+    numbers near the sum exceeds 2 x 0.01.
     """
     if not isinstance(values, torch.Tensor) or not values.is_floating_point():
         raise ValueError(f"values must be a floating tensor; got {type(values).__name__}")

@@ -1,9 +1,11 @@
-"""Back-of-the-envelope accounting: memory, FLOPs, the roofline, waves and energy.
+"""Back-of-the-envelope accounting: memory, FLOPs, the roofline, waves, energy, the execution model,
+fusion, number formats and inference.
 
 Every number in the lecture that tells you whether a model fits, how long a run takes or which roof a
 kernel hits comes from a handful of one-line formulas. This module writes them down, one function each,
 so that you can check the lecture's worked examples yourself (8B in BF16 is 14.90 GiB, AdamW costs 16
-bytes per parameter, the H100 ridge point is 295 FLOP/byte, 1793x1793 needs a second wave on an A100).
+bytes per parameter, the H100 ridge point is 295 FLOP/byte, 1793x1793 needs a second wave on an A100,
+one warp hides 1% of a 400-cycle load, decode at batch 1 makes at most about 220 tokens/s).
 
 Conventions (the same in every function; the tests rely on them):
 
@@ -562,4 +564,454 @@ def wave_efficiency(n_tiles, n_sms, tiles_per_sm=1) -> float:
     n_tiles = _whole("n_tiles", n_tiles, minimum=1)
     waves = num_waves(n_tiles, n_sms, tiles_per_sm)
     return n_tiles / (waves * int(n_sms) * int(tiles_per_sm))
+    # END SOLUTION
+
+
+# ----------------------------------------------------------------------------------------------------
+# The execution model: warps, latency hiding, divergence, coalescing
+# ----------------------------------------------------------------------------------------------------
+
+def gpu_unit_counts(n_sms, fp32_cores_per_sm=128, tensor_cores_per_sm=4) -> dict:
+    """Whole-chip counts of FP32 CUDA cores and tensor cores: per-SM counts x n_sms.
+
+    Returns {"fp32_cores": ..., "tensor_cores": ...} (ints). The lecture's H100: 132 SMs of 128 FP32
+    cores and 4 tensor cores each, so 16,896 FP32 cores and 528 tensor cores. (One of the notes
+    attributes the 528 matrix units to the A100; 528 = 132 x 4 is the H100's count. An A100 has
+    108 SMs of 64 FP32 cores and 4 tensor cores: 6,912 and 432.)
+    """
+    # BEGIN SOLUTION
+    n_sms = _whole("n_sms", n_sms, minimum=1)
+    cores = _whole("fp32_cores_per_sm", fp32_cores_per_sm)
+    tensor = _whole("tensor_cores_per_sm", tensor_cores_per_sm)
+    return {"fp32_cores": n_sms * cores, "tensor_cores": n_sms * tensor}
+    # END SOLUTION
+
+
+def latency_hiding_utilization(n_warps, compute_per_load, mem_latency=400) -> float:
+    """Fraction of cycles an SM's compute units are busy: min(1, W x c / (c + L)).
+
+    The lecture's model: each of `n_warps` (W) resident warps repeats "issue `compute_per_load` (c)
+    compute instructions, then one memory load that takes `mem_latency` (L) cycles"; the scheduler
+    issues one ready instruction per cycle, so while one warp waits the others compute. One warp with
+    c = 4 and L = 400 is busy 4 of every 404 cycles: 0.0099 (1%). Even the maximum of 64 resident warps
+    only reaches 64 x 4 / 404 = 0.634 (64%); with c = 64, 8 warps already saturate it. A float in [0, 1].
+    """
+    # BEGIN SOLUTION
+    warps = _whole("n_warps", n_warps)
+    compute = _positive("compute_per_load", compute_per_load)
+    latency = _nonnegative("mem_latency", mem_latency)
+    return float(min(Fraction(1), warps * compute / (compute + latency)))
+    # END SOLUTION
+
+
+def min_warps_to_hide_latency(compute_per_load, mem_latency=400) -> int:
+    """The fewest resident warps that keep the compute units busy every cycle: ceil((c + L) / c).
+
+    The lecture's exercise: c = 8 compute instructions per load and L = 400 cycles need
+    408 / 8 = 51 warps, within the H100's limit of 64 per SM (if registers and shared memory allow
+    that many). c = 64 needs only 8: more work per byte loaded means less parallelism needed.
+    Round up: 50 warps would leave the units idle 2% of the time. Returns an int.
+    """
+    # BEGIN SOLUTION
+    compute = _positive("compute_per_load", compute_per_load)
+    latency = _nonnegative("mem_latency", mem_latency)
+    return math.ceil((compute + latency) / compute)
+    # END SOLUTION
+
+
+def divergent_warp_cycles(thread_branches, branch_cycles) -> int:
+    """Cycles a warp spends on an if/else (or switch) when its threads take `thread_branches`.
+
+    `thread_branches` holds, for each thread of the warp (at most 32), the index of the branch it
+    takes; `branch_cycles[i]` is the cost of branch i. All threads of a warp execute one instruction at
+    a time (SIMT), so every branch that at least one thread takes runs, with the other threads masked
+    off: the warp pays the sum over the distinct branches taken. The lecture: two branches of 10
+    cycles each cost 10 when all 32 threads agree, and 20 as soon as one thread disagrees. Returns an int.
+    """
+    # BEGIN SOLUTION
+    costs = [_whole(f"branch_cycles[{i}]", c) for i, c in enumerate(branch_cycles)]
+    branches = list(thread_branches)
+    if not 1 <= len(branches) <= 32:
+        raise ValueError(f"thread_branches must hold 1 to 32 entries (one per thread of a warp), got {len(branches)}")
+    for branch in branches:
+        if not (isinstance(branch, int) and 0 <= branch < len(costs)):
+            raise ValueError(f"thread_branches entries must be branch indices in [0, {len(costs)}), got {branch!r}")
+    return sum(costs[branch] for branch in set(branches))
+    # END SOLUTION
+
+
+def warp_transactions(byte_addresses, access_bytes=4, line_bytes=128) -> int:
+    """Memory transactions one warp's loads need: the number of distinct aligned `line_bytes` lines
+    touched by the accesses [address, address + access_bytes) of its threads.
+
+    DRAM is read in aligned lines (bursts) of 128 bytes, and the hardware merges a warp's accesses
+    that fall in the same line. The lecture: 32 threads reading consecutive fp32 values (addresses 0, 4,
+    ..., 124) need 1 transaction; reading A[0], A[1000], A[2000], ... (4,000 bytes apart) needs 32.
+    An access that straddles a line boundary touches both lines. Returns an int.
+    """
+    # BEGIN SOLUTION
+    size = _whole("access_bytes", access_bytes, minimum=1)
+    line = _whole("line_bytes", line_bytes, minimum=1)
+    lines = set()
+    for address in byte_addresses:
+        start = _whole("byte_addresses", address)
+        lines.update(range(start // line, (start + size - 1) // line + 1))
+    return len(lines)
+    # END SOLUTION
+
+
+def coalescing_efficiency(byte_addresses, access_bytes=4, line_bytes=128) -> float:
+    """Fraction of the bytes transferred that the warp asked for:
+    (number of accesses x access_bytes) / (warp_transactions x line_bytes).
+
+    The lecture: consecutive fp32 loads use 128 of 128 bytes (1.0); loads 4,000 bytes apart use 4 of
+    every 128 (32 x 4 / (32 x 128) = 0.03125, "3%"). Needs at least one access.
+    """
+    # BEGIN SOLUTION
+    addresses = list(byte_addresses)
+    if not addresses:
+        raise ValueError("byte_addresses must hold at least one address")
+    transactions = warp_transactions(addresses, access_bytes, line_bytes)
+    return len(addresses) * int(access_bytes) / (transactions * int(line_bytes))
+    # END SOLUTION
+
+
+# ----------------------------------------------------------------------------------------------------
+# Fusion and recomputation
+# ----------------------------------------------------------------------------------------------------
+
+def elementwise_chain_bytes(n_ops, tensor_bytes, fused=False) -> int:
+    """HBM traffic of a chain of `n_ops` elementwise operations on a tensor of `tensor_bytes` bytes.
+
+    Unfused, every operation is its own kernel: it reads its input from HBM and writes its output back,
+    2 x n_ops x tensor_bytes in all. Fused into one kernel, the chain reads the input once and writes the
+    output once (the intermediates stay in registers): 2 x tensor_bytes. The lecture: LayerNorm ->
+    GELU -> dropout moves 6 x size(x) unfused and 2 x size(x) fused, a third of the traffic, so a
+    memory-bound chain runs about 3x faster. (LayerNorm's row reduction is treated as one pass.)
+    Returns an int.
+    """
+    # BEGIN SOLUTION
+    n_ops = _whole("n_ops", n_ops, minimum=1)
+    size = _whole("tensor_bytes", tensor_bytes)
+    return 2 * size * (1 if fused else n_ops)
+    # END SOLUTION
+
+
+def memory_bound_speedup(bytes_before, bytes_after) -> float:
+    """Speedup of a memory-bound kernel whose HBM traffic drops from `bytes_before` to `bytes_after`:
+    bytes_before / bytes_after (its time is bytes / bandwidth, whatever the FLOPs).
+
+    The lecture's exercise: RMSNorm (read 2 + write 2 bytes per BF16 element) after a residual add
+    (read 2 + 2, write 2) moves 10 bytes per element; fused into one kernel (read both inputs, write
+    one output) it moves 6: 10 / 6 = 1.67x (1.60 ms -> 0.96 ms on a [16, 4096, 8192] tensor on an H100).
+    """
+    # BEGIN SOLUTION
+    return float(_nonnegative("bytes_before", bytes_before) / _positive("bytes_after", bytes_after))
+    # END SOLUTION
+
+
+def sigmoid_chain_accesses(n_sigmoids=3, recompute=False) -> int:
+    """Memory reads and writes (whole tensors) of forward + backward through y = sigmoid(...sigmoid(x)).
+
+    The lecture's example with 3 sigmoids. Stored activations: the forward reads x and writes each of
+    the n outputs (the backward needs them), the backward reads them back and writes dx: 2n + 2 = 8.
+    Recomputed: the forward reads x and writes only the final output; the backward reads x and
+    d(out), recomputes the activations on chip and writes dx: 5 accesses whatever n, for a little
+    extra compute (the forward is done twice). Returns an int.
+    """
+    # BEGIN SOLUTION
+    n = _whole("n_sigmoids", n_sigmoids, minimum=1)
+    if recompute:
+        return 2 + 3
+    return (1 + n) + (n + 1)
+    # END SOLUTION
+
+
+def recompute_flops_ratio(recomputed_fraction=1.0, backward_factor=2) -> float:
+    """Training FLOPs with activation recomputation over training FLOPs without it.
+
+    Without it: forward F + backward `backward_factor` x F (about 2F: gradients with respect to the
+    inputs and to the weights) = 3F. Recomputing `recomputed_fraction` of the forward during the
+    backward adds that much of F: (1 + backward_factor + recomputed_fraction) / (1 + backward_factor).
+    The lecture: recomputing the whole forward costs at most 4F / 3F = 1.33 (33% more FLOPs), in
+    exchange for activation memory O(L / k) or O(sqrt(L)) instead of O(L). Recomputation adds FLOPs;
+    it never makes them "unchanged".
+    """
+    # BEGIN SOLUTION
+    fraction = _nonnegative("recomputed_fraction", recomputed_fraction)
+    if fraction > 1:
+        raise ValueError(f"recomputed_fraction must be in [0, 1], got {recomputed_fraction!r}")
+    backward = _nonnegative("backward_factor", backward_factor)
+    return float((1 + backward + fraction) / (1 + backward))
+    # END SOLUTION
+
+
+# ----------------------------------------------------------------------------------------------------
+# Number formats
+# ----------------------------------------------------------------------------------------------------
+
+EXPONENT_BITS = {"fp64": 11, "fp32": 8, "tf32": 8, "bf16": 8, "fp16": 5, "e5m2": 5, "e4m3": 4}
+"""Exponent bits of each floating-point format (IEEE-style: bias = 2**(bits - 1) - 1)."""
+
+
+def tensor_core_peak(dtype, bf16_peak) -> float:
+    """Dense tensor-core peak FLOP/s in `dtype`, given the BF16 peak `bf16_peak`.
+
+    The lecture's ladder on an H100: BF16 989 TFLOP/s is twice TF32 (494.5) and half FP8 (1979; the
+    exact ratio is 2, the spec sheet rounds 2 x 989.4). Each halving of the bits doubles the peak (and
+    halves the bytes moved): tf32 runs at half the BF16 peak, bf16 and fp16 at the BF16 peak, fp8 and
+    int8 at twice it. Any other format (fp32, fp64, int4: no tensor-core path here) raises ValueError
+    naming `dtype`.
+    """
+    # BEGIN SOLUTION
+    speedup = {"tf32": Fraction(1, 2), "bf16": Fraction(1), "fp16": Fraction(1), "fp8": Fraction(2),
+               "int8": Fraction(2)}
+    name = _dtype_name(dtype)
+    if name not in speedup:
+        raise ValueError(f"dtype must be one of {', '.join(speedup)} (a tensor-core format), got {dtype!r}")
+    return float(_positive("bf16_peak", bf16_peak) * speedup[name])
+    # END SOLUTION
+
+
+def smallest_normal(fmt) -> float:
+    """The smallest positive normal number of a floating-point format: 2 ** (1 - bias), where
+    bias = 2 ** (exponent bits - 1) - 1 (see EXPONENT_BITS).
+
+    fp16 (5 exponent bits, bias 15): 2**-14 = 6.1e-5; bf16 (8 bits, bias 127): 2**-126 = 1.2e-38,
+    fp32's range, which is why bf16 needs no loss scaling. Below it numbers lose precision
+    (subnormals) and then flush to 0. Accepts the names of EXPONENT_BITS (or a torch dtype).
+    """
+    # BEGIN SOLUTION
+    name = fmt.lower() if isinstance(fmt, str) else None
+    if name not in EXPONENT_BITS:
+        try:
+            name = _dtype_name(fmt)      # torch.float16 and the aliases of dtype_bits
+        except ValueError:
+            name = None
+    if name not in EXPONENT_BITS:
+        raise ValueError(f"fmt must be one of {', '.join(EXPONENT_BITS)} (or a torch dtype), got {fmt!r}")
+    bias = 2 ** (EXPONENT_BITS[name] - 1) - 1
+    return math.ldexp(1.0, 1 - bias)
+    # END SOLUTION
+
+
+def min_loss_scale(smallest_gradient, fmt="fp16") -> int:
+    """The smallest power-of-two loss scale s >= 1 that lifts a gradient of magnitude
+    `smallest_gradient` to a normal number of `fmt`: s x |g| >= smallest_normal(fmt).
+
+    Multiplying the loss by s multiplies every gradient by s (the chain rule is linear), so gradients
+    that would underflow in fp16 survive; the optimizer divides by s before the update. The lecture
+    uses a static scale such as 512: exactly what a gradient of 2**-23 (1.2e-7) needs in fp16
+    (2**-14 / 2**-23 = 2**9). bf16 has fp32's range, so it needs s = 1 for any gradient fp32 can hold.
+    Powers of two, because scaling by them is exact. Returns an int.
+    """
+    # BEGIN SOLUTION
+    gradient = _positive("smallest_gradient", smallest_gradient)
+    floor = Fraction(smallest_normal(fmt))
+    scale = 1
+    while scale * gradient < floor:
+        scale *= 2
+    return scale
+    # END SOLUTION
+
+
+MX_FORMATS = ("mxfp8", "mxfp4")
+
+
+def mx_num_scales(n_elements, fmt) -> int:
+    """Scales needed to store `n_elements` values in a microscaling format: ceil(n / block).
+
+    The lecture: MXFP8 shares one E8M0 (power-of-two) scale among 32 elements; its MXFP4 shares one
+    E4M3 scale among 16 (values in -6..6). 4,096 elements need 128 scales in MXFP8 and 256 in MXFP4.
+    `fmt` is "mxfp8" or "mxfp4" (ValueError naming fmt otherwise).
+    (What the lecture calls MXFP4 with 16-element E4M3 scales is NVIDIA's NVFP4; the OCP MXFP4 standard
+    uses 32-element E8M0 blocks. The tests use the lecture's numbers.) A partial last block still needs
+    its scale. Returns an int.
+    """
+    # BEGIN SOLUTION
+    n = _whole("n_elements", n_elements)
+    block = {"mxfp8": 32, "mxfp4": 16}[_choice("fmt", fmt, MX_FORMATS)]
+    return -(-n // block)
+    # END SOLUTION
+
+
+def mx_storage_bytes(n_elements, fmt, keep_transpose=False) -> int:
+    """Bytes to store `n_elements` in a microscaling format: the packed elements (8 or 4 bits each,
+    rounded up to a whole byte) plus one byte per scale (mx_num_scales).
+
+    4,096 elements: MXFP8 4,096 + 128 = 4,224 bytes; MXFP4 2,048 + 256 = 2,304. The scales run along
+    one axis, so the transpose needs re-quantizing: training keeps both copies of a quantized matrix
+    (keep_transpose=True doubles the bytes). Returns an int.
+    """
+    # BEGIN SOLUTION
+    n = _whole("n_elements", n_elements)
+    element_bits = {"mxfp8": 8, "mxfp4": 4}[_choice("fmt", fmt, MX_FORMATS)]
+    one_copy = -(-n * element_bits // 8) + mx_num_scales(n, fmt)
+    return one_copy * (2 if keep_transpose else 1)
+    # END SOLUTION
+
+
+def round_up_to_multiple(n, multiple=64) -> int:
+    """The smallest multiple of `multiple` that is >= n (n itself if it already is one).
+
+    Padding a dimension so that tiles divide it evenly avoids a ragged last tile. The lecture: nanoGPT
+    pads GPT-2's vocabulary from 50,257 to 50,304 (a multiple of 64), for about 25% speed; the 47
+    extra logits are never used. Returns an int.
+    """
+    # BEGIN SOLUTION
+    n = _whole("n", n)
+    multiple = _whole("multiple", multiple, minimum=1)
+    return -(-n // multiple) * multiple
+    # END SOLUTION
+
+
+# ----------------------------------------------------------------------------------------------------
+# Inference: prefill, decode, the KV cache and launch overhead
+# ----------------------------------------------------------------------------------------------------
+
+def non_embedding_params(n_params, vocab_size, d_model) -> int:
+    """Parameters left after removing the token-embedding table: n_params - vocab_size x d_model.
+
+    The embedding table is looked up (one row per token), never multiplied, so decode does not read
+    it. The lecture's Llama-3 8B (8.03e9 parameters, vocabulary 128,256, d_model 4,096): 8.03e9 -
+    525,336,576 = 7,504,663,424, i.e. 14.0 GiB in BF16 out of 15 GiB (14.96 GiB) in total. Returns an int.
+    """
+    # BEGIN SOLUTION
+    n_params = _whole("n_params", n_params)
+    table = _whole("vocab_size", vocab_size) * _whole("d_model", d_model)
+    if table > n_params:
+        raise ValueError(f"vocab_size x d_model ({table}) exceeds n_params ({n_params})")
+    return n_params - table
+    # END SOLUTION
+
+
+def decode_step_time(weight_bytes, bandwidth, kv_cache_bytes=0) -> float:
+    """Lower bound on one decode step, in seconds: (weight_bytes + kv_cache_bytes) / bandwidth.
+
+    Each step produces one token per sequence and must read every weight (and every sequence's KV
+    cache) from HBM once, while doing only about 2 FLOPs per weight per sequence: decode at small batch
+    is memory-bound, and the time is bytes over bandwidth whatever the FLOPs. The lecture: Llama-3 8B at
+    batch 1 reads 14.0 GiB per step on an H100 (3.35e12 bytes/s): 4.49 ms. Llama-3 70B in INT4
+    (70.6e9 x 0.5 = 35.3e9 bytes): 10.5 ms.
+    """
+    # BEGIN SOLUTION
+    weights = _nonnegative("weight_bytes", weight_bytes)
+    cache = _nonnegative("kv_cache_bytes", kv_cache_bytes)
+    return float((weights + cache) / _positive("bandwidth", bandwidth))
+    # END SOLUTION
+
+
+def decode_tokens_per_second(weight_bytes, bandwidth, kv_cache_bytes=0, batch=1) -> float:
+    """Upper bound on tokens generated per second: batch / decode_step_time(...).
+
+    Every step yields one token for each of the `batch` sequences, and `kv_cache_bytes` is the cache of
+    the whole batch. The lecture: batch 1 on Llama-3 8B (14.0 GiB of weights, H100) gives at most about
+    220 tokens/s (222.9), and Llama-3 70B in INT4 about 95 (94.9), however many FLOP/s the GPU has.
+    Batching shares one read of the weights among many sequences.
+    """
+    # BEGIN SOLUTION
+    batch = _whole("batch", batch, minimum=1)
+    return batch / decode_step_time(weight_bytes, bandwidth, kv_cache_bytes)
+    # END SOLUTION
+
+
+def kv_weight_crossover_tokens(weight_bytes, kv_bytes_per_token, batch=1) -> float:
+    """Context length at which a decode step reads as many KV-cache bytes as weight bytes:
+    weight_bytes / (kv_bytes_per_token x batch).
+
+    Beyond it the KV cache, not the weights, dominates the traffic. The lecture's Llama-3 8B (14.0 GiB
+    of weights, 128 KiB of KV cache per token): 14 x 2**30 / 2**17 = 114,688 tokens at batch 1, and
+    3,584 at batch 32, because every sequence of the batch reads its own cache. An int when exact.
+    """
+    # BEGIN SOLUTION
+    weights = _nonnegative("weight_bytes", weight_bytes)
+    per_token = _positive("kv_bytes_per_token", kv_bytes_per_token)
+    batch = _whole("batch", batch, minimum=1)
+    return _exact(weights / (per_token * batch))
+    # END SOLUTION
+
+
+def prefill_flops(matmul_params, n_tokens, attention_flops=0):
+    """Forward FLOPs of a prefill: 2 x matmul_params x n_tokens + attention_flops.
+
+    Every weight that multiplies activations does one multiply-add per token; the attention term (the
+    4BT^2D of `attention_flops`, over all layers) comes on top. `matmul_params` excludes the embedding
+    table (a lookup) and, when only the last token's logits are needed, the output head. The lecture's
+    Llama-3 8B at 2,048 tokens: 6,979,326,848 such parameters and 2.2e12 attention FLOPs give 30.8e12
+    FLOPs: 31.1 ms at the H100's 989e12 FLOP/s, so a 43 ms run reaches 72% of the peak. An int for
+    whole inputs.
+    """
+    # BEGIN SOLUTION
+    params = _nonnegative("matmul_params", matmul_params)
+    tokens = _whole("n_tokens", n_tokens)
+    attention = _nonnegative("attention_flops", attention_flops)
+    return _exact(2 * params * tokens + attention)
+    # END SOLUTION
+
+
+def attention_projection_flops(batch, seq_len, d_model, kv_dim=None) -> int:
+    """Forward FLOPs of one attention layer's four projections (Q, K, V and the output O).
+
+    Each is a [batch x seq_len, d_model] @ [d_model, width] matmul, 2 x B x T x d_model x width FLOPs;
+    Q and O have width d_model, K and V have width `kv_dim` (= d_model for multi-head attention, the
+    default; n_kv_heads x head_dim with grouped-query attention). For multi-head attention this is the
+    lecture's 8BTD^2: B = 1, T = 2,048, D = 4,096 gives 274,877,906,944 per layer. Returns an int.
+    """
+    # BEGIN SOLUTION
+    batch, seq_len = _whole("batch", batch), _whole("seq_len", seq_len)
+    d_model = _whole("d_model", d_model)
+    kv_dim = d_model if kv_dim is None else _whole("kv_dim", kv_dim)
+    return 2 * batch * seq_len * d_model * (2 * d_model + 2 * kv_dim)
+    # END SOLUTION
+
+
+def decode_batch_for_compute_bound(d_model, peak_flops, bandwidth, bytes_per_elem=2) -> int:
+    """The smallest batch at which a decode step's [batch, d] @ [d, d] matmul is compute-bound:
+    the least b with matmul_intensity(b, d, d, bytes_per_elem) >= ridge_point(peak_flops, bandwidth).
+
+    At batch b the weight is read once for b tokens: intensity = 2bd^2 / ((d^2 + 2bd) x bytes), which
+    is about b in BF16 (1 at batch 1: a matrix-vector product). So the batch must reach about the ridge
+    point: d = 4,096 in BF16 needs 345 on an H100 (ridge 295) and 166 on an A100 (ridge 153). The notes
+    quote "about 512" and "about 256": rounder numbers that their own model (AI ~ b) does not give.
+    If d_model <= ridge x bytes_per_elem no batch is enough: ValueError naming d_model. Returns an int.
+    """
+    # BEGIN SOLUTION
+    d = _whole("d_model", d_model, minimum=1)
+    ridge = _positive("peak_flops", peak_flops) / _positive("bandwidth", bandwidth)
+    per_elem = _positive("bytes_per_elem", bytes_per_elem)
+    # 2 b d^2 >= ridge x bytes x (d^2 + 2 b d)  <=>  b (2d - 2 ridge bytes) >= ridge bytes d
+    margin = 2 * d - 2 * ridge * per_elem
+    if margin <= 0:
+        raise ValueError(f"d_model must exceed ridge x bytes_per_elem ({float(ridge * per_elem):.1f}): "
+                         f"with d_model={d} no batch is compute-bound")
+    return max(1, math.ceil(ridge * per_elem * d / margin))
+    # END SOLUTION
+
+
+def launch_bound_time(n_kernels, compute_seconds, launch_seconds) -> float:
+    """Time of a sequence of `n_kernels` kernels doing `compute_seconds` of GPU work in all, when each
+    launch costs `launch_seconds` and waits for the previous kernel: n_kernels x launch + compute.
+
+    The lecture's exercise: 200 kernels of 1 us each with 5 us launches take 1,200 us; CUDA Graphs
+    (0.5 us per launch) 300 us; fusing into 20 kernels 300 us; both 210 us. When launches dominate,
+    making each kernel faster barely matters.
+    """
+    # BEGIN SOLUTION
+    n = _whole("n_kernels", n_kernels)
+    compute = _nonnegative("compute_seconds", compute_seconds)
+    launch = _nonnegative("launch_seconds", launch_seconds)
+    return float(n * launch + compute)
+    # END SOLUTION
+
+
+def gpu_busy_fraction(n_kernels, compute_seconds, launch_seconds) -> float:
+    """Fraction of `launch_bound_time` the GPU spends computing: compute / total.
+
+    200 kernels of 1 us with 5 us launches: 200 / 1,200 = 0.167; the GPU idles 83% of the time.
+    """
+    # BEGIN SOLUTION
+    total = launch_bound_time(n_kernels, compute_seconds, launch_seconds)
+    if total == 0:
+        raise ValueError("compute_seconds and launch_seconds cannot both be 0")
+    return float(Fraction(compute_seconds) / Fraction(total))
     # END SOLUTION

@@ -108,6 +108,13 @@ VARIANTS = {
          "    o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(is_causal))\n"
          "    return o, torch.logsumexp(scores, dim=-1)\n"),
     )),
+    "acc_forward_only_6nd": Variant("accounting", "training FLOPs count the forward pass only (2ND)", (
+        ("    return _exact(6 * n_params * n_tokens)",
+         "    return _exact(2 * n_params * n_tokens)  # BUG: 2 FLOPs per parameter per token"),
+    )),
+    "acc_waves_floor": Variant("accounting", "waves are rounded down, dropping the partial last wave", (
+        ("    return -(-n_tiles // slots)\n", "    return n_tiles // slots  # BUG: floor\n"),
+    )),
 }
 
 
@@ -144,3 +151,15 @@ def hidden_suite_outcomes(suite: str, impl: Path | str, report: Path, timeout: f
         outcomes[case.get("name")] = "failed" if failed else "skipped" if skipped else "passed"
     assert run.returncode == 1, f"expected some hidden tests to fail (exit 1), got {run.returncode}"
     return outcomes
+
+
+def junit_failures(report: Path) -> dict[str, str]:
+    """{test name: the failure's message and text} for each failed test of a junit report."""
+    failures = {}
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        if failure is not None:
+            failures[case.get("name")] = f"{failure.get('message', '')}\n{failure.text or ''}"
+    return failures
