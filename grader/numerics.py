@@ -1,6 +1,6 @@
 """Comparisons with messages a student can act on, and the low-precision tolerance rule.
 
-DESIGN.md, Numerics: a bf16 kernel is right when its error against an fp32/fp64 reference is at most a
+docs/numerics.md: a bf16 kernel is right when its error against an fp32/fp64 reference is at most a
 small multiple of the error the same computation makes when done naively in PyTorch at the same low
 precision (2x for outputs, 3x for gradients), plus a tiny floor. A fixed atol/rtol would either reject
 correct bf16 kernels or accept wrong fp32 ones.

@@ -256,6 +256,22 @@ def test_nothing_from_solutions_or_hidden_tests_leaks(built):
     assert verify.nothing_leaks(REPO_ROOT, built) == []
 
 
+def test_what_students_read_is_self_contained(built):
+    assert verify.self_contained(built) == []
+    assert (built / "docs" / "numerics.md").is_file()      # cited by the suites' comparison helpers
+
+
+def test_a_shipped_file_citing_a_staff_document_is_caught(built, tmp_path):
+    copy = tmp_path / "handout"
+    shutil.copytree(built, copy)
+    (copy / "docs" / "numerics.md").unlink()
+    with open(copy / "README.md", "a") as readme:
+        readme.write("\nThe rule is in DESIGN.md.\n")
+    found = verify.self_contained(copy)
+    assert any("README.md cites DESIGN.md" in f for f in found), found
+    assert any("docs/numerics.md, which is not in the handout" in f for f in found), found
+
+
 def test_leak_scan_catches_a_planted_solution_line_and_hidden_test_name(built, tmp_path):
     secrets = verify.solution_secrets(REPO_ROOT)
     hidden = verify.hidden_secrets(REPO_ROOT)

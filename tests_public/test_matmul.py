@@ -1,7 +1,7 @@
 """Public tests for the `matmul` problem: the analytic companions and the tiled Triton matmul.
 
 Each product is checked against an fp64 reference, allowed twice the error that the plain computation
-makes in the same precision (DESIGN.md's rule): torch.matmul for fp16/bf16, and for fp32 the textbook
+makes in the same precision (docs/numerics.md): torch.matmul for fp16/bf16, and for fp32 the textbook
 loop of fp32 multiply-adds. A kernel that accumulates in fp32 and rounds once passes; one that rounds on
 the way, or multiplies fp32 in TF32, does not. On a GPU the shapes are the lecture's (1792^3 and 1793^3 for
 wave quantization, 257^3 for edge tiles); on a CPU, where Triton's interpreter is slow, smaller shapes

@@ -168,7 +168,7 @@ def test_five_sgd_steps_track_fp32_training(impl, gen, device):
     losses, params = impl.run(scenario_train_mlp, *args, torch.bfloat16, "sgd", 0.1, device)
     ref_losses, ref_params = reference_train_mlp(*args, "sgd", 0.1, device)
     naive_losses, naive_params = reference_train_mlp(*args, "sgd", 0.1, device, autocast_dtype=torch.bfloat16)
-    # allowed error: twice what plain autocast's bf16 rounding does to the same run (DESIGN.md, Numerics)
+    # allowed error: twice what plain autocast's bf16 rounding does to the same run (docs/numerics.md)
     assert_close_lowp(torch.tensor(losses), torch.tensor(ref_losses), torch.tensor(naive_losses),
                       floor=1e-6, what="losses", context="5 SGD steps, bf16")
     for index, (param, ref, naive) in enumerate(zip(params, ref_params, naive_params)):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import sys
 import tarfile
@@ -187,7 +188,23 @@ def assemble(root: Path, out: Path) -> dict:
     shutil.copy2(root / "handout" / "Makefile", out / "Makefile")
     (out / "README.md").write_text(_render(env, "README.md.j2", **facts))
     write_writeup(root, out)
+    _ship_cited_docs(root, out)
     return facts
+
+
+CITED_DOC = re.compile(r"\bdocs/[\w.-]+\.md\b")
+
+
+def _ship_cited_docs(root: Path, out: Path) -> None:
+    """Copy each `docs/*.md` that a shipped file cites, so what students read is self-contained."""
+    for path in sorted(p for p in out.rglob("*") if p.is_file() and p.suffix in (".py", ".md", ".toml")):
+        for cited in CITED_DOC.findall(path.read_text(errors="replace")):
+            source, target = root / cited, out / cited
+            if not source.is_file():
+                raise HandoutError(f"{path.relative_to(out)} cites {cited}, which does not exist")
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target)
 
 
 def _write_calibration(root: Path, out: Path, public_perf_ids: set[str]) -> None:

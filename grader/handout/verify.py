@@ -280,6 +280,20 @@ def handout_installs_and_tests(tarball: Path, workdir: Path | None = None) -> tu
 # --- all together -----------------------------------------------------------------------------------------------
 
 
+STAFF_DOCUMENTS = ("DESIGN.md", "shared/reference", "seeds-digest")   # exist beside the staff repo only
+
+
+def self_contained(handout: Path) -> list[str]:
+    """No shipped file cites a staff document; every `docs/*.md` cited is shipped."""
+    failures = []
+    for path in sorted(p for p in handout.rglob("*") if p.is_file() and p.suffix in (".py", ".md", ".toml")):
+        text, relative = path.read_text(errors="replace"), path.relative_to(handout)
+        failures += [f"{relative} cites {doc}, which students do not have" for doc in STAFF_DOCUMENTS if doc in text]
+        failures += [f"{relative} cites {doc}, which is not in the handout"
+                     for doc in set(re.findall(r"\bdocs/[\w.-]+\.md\b", text)) if not (handout / doc).is_file()]
+    return failures
+
+
 def verify_handout(root: Path, handout: Path, tarball: Path, *, solution_modules: list[str] | None = None,
                    workdir: Path | None = None) -> list[str]:
     """Every proof; prints progress and timings. `solution_modules` limits the (slow) solutions run."""
@@ -288,6 +302,7 @@ def verify_handout(root: Path, handout: Path, tarball: Path, *, solution_modules
     steps = [
         ("repo assignment/ up to date", lambda: repo_stubs_current(root)),
         ("nothing from solutions/ or tests_hidden/ leaks", lambda: nothing_leaks(root, handout)),
+        ("everything students read is in the handout", lambda: self_contained(handout)),
         ("every stub imports cleanly", lambda: stubs_import_cleanly(handout)),
         ("stubs score 0, every graded test not implemented", lambda: stubs_score_zero(root, handout, workdir)),
         ("the handout's own grader passes the solutions on the public suite",

@@ -1,7 +1,7 @@
 """What both attention suites compare against: fp64 and naive references, and the worker-side scenario.
 
 `reference_attention` materialises the scores in fp64 (fine at test sizes); `naive_attention` is the
-same computation done plainly at the inputs' dtype, the yardstick of DESIGN.md's error rule (2x for
+same computation done plainly at the inputs' dtype, the yardstick of the error rule in docs/numerics.md (2x for
 outputs, 3x for gradients). `attention_forward_backward` runs where the student's code lives.
 """
 

@@ -1,6 +1,6 @@
 """What both matmul suites compare against: an fp64 product and the plain product at the inputs' precision.
 
-DESIGN.md's rule: a kernel's error against fp64 may be at most 2x the error of the same product done
+The rule of docs/numerics.md: a kernel's error against fp64 may be at most 2x the error of the same product done
 plainly at the low precision (`reference_and_naive`). For fp32 the plain product is the textbook
 sequential loop, since cuBLAS's own fp32 error depends on how it splits K.
 """

@@ -1,6 +1,6 @@
 """What both softmax suites compare against: softmax in fp64, and torch.softmax at the input's precision.
 
-DESIGN.md's rule: a kernel's error against fp64 may be at most 2x the error of torch.softmax at the same
+The rule of docs/numerics.md: a kernel's error against fp64 may be at most 2x the error of torch.softmax at the same
 precision (plus a floor). A row of all -inf gives zeros, the assignment's convention.
 """
 
