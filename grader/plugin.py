@@ -12,7 +12,6 @@ Loaded with `-p grader.plugin` (pyproject's addopts; the grader passes it explic
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from grader import devices, disposable, results
 from grader.points import load_points
 from grader.scoring import score_checks
 
-_STATE = pytest.StashKey[dict]()
+GRADING_RUN = pytest.StashKey["GradingRun"]()   # this run's state (class GradingRun, below)
 SUITE_DIRS = {"tests_public": "public", "tests_hidden": "hidden"}
 
 
@@ -50,8 +49,16 @@ def pytest_configure(config):
         "triton: needs Triton; reported as 'Triton not installed' without it",
     ):
         config.addinivalue_line("markers", line)
-    config.stash[_STATE] = {"policy": policy, "points": load_points(gpu_name=_gpu_name(policy)),
-                            "records": [], "impl": early_worker, "stream": None}
+    run = GradingRun(policy, load_points(gpu_name=_gpu_name(policy)), config.getoption("--impl"), early_worker)
+    config.stash[GRADING_RUN] = run
+    config.pluginmanager.register(run, "grader-run")
+
+
+def pytest_unconfigure(config):
+    run = config.stash.get(GRADING_RUN, None)
+    if run is not None:
+        config.pluginmanager.unregister(run)
+        del config.stash[GRADING_RUN]
 
 
 def _start_worker_early(config):
@@ -84,18 +91,16 @@ def _gpu_name(policy):
 
 
 def pytest_report_header(config):
-    state = config.stash[_STATE]
     mode = "isolated worker" if config.getoption("--isolate") else "in-process"
-    return [f"grader: impl={config.getoption('--impl')} ({mode}); {state['policy'].reason}"]
+    return [f"grader: impl={config.getoption('--impl')} ({mode}); {config.stash[GRADING_RUN].policy.reason}"]
 
 
 # --- collection: every graded test names a known check ------------------------------------------
 
 
 def pytest_collection_modifyitems(session, config, items):
-    state = config.stash[_STATE]
-    known = state["points"].checks
-    policy = state["policy"]
+    run = config.stash[GRADING_RUN]
+    known, policy = run.points.checks, run.policy
     for item in items:
         check_id = _check_id(item)
         if check_id is None:
@@ -108,7 +113,9 @@ def pytest_collection_modifyitems(session, config, items):
         reason = _not_run_reason(item, policy)
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
-    _open_stream(config, items)
+    path = config.getoption("--results-json")
+    if path:
+        run.open_stream(path, [(item.nodeid, _check_id(item)) for item in items if _check_id(item)])
 
 
 def pytest_collection_finish(session):
@@ -151,20 +158,6 @@ def _not_run_reason(item, policy) -> str | None:
     return None
 
 
-def _open_stream(config, items):
-    path = config.getoption("--results-json")
-    if not path:
-        return
-    state = config.stash[_STATE]
-    stream = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed at session end
-    graded = [(item.nodeid, _check_id(item)) for item in items if _check_id(item)]
-    checks = sorted({check for _, check in graded})
-    stream.write(results.header_line(config.getoption("--impl"), state["policy"].device,
-                                     _environment(state["policy"]), checks, graded) + "\n")
-    stream.flush()
-    state["stream"] = stream
-
-
 # --- fixtures ------------------------------------------------------------------------------------
 
 
@@ -174,7 +167,7 @@ def impl(request):
     from grader.impl import make_impl
 
     config = request.config
-    built = config.stash[_STATE]["impl"]
+    built = config.stash[GRADING_RUN].worker
     if built is None:
         test_dirs = sorted({str(Path(str(item.path)).parent) for item in request.session.items})
         built = make_impl(config.getoption("--impl"), isolated=config.getoption("--isolate"),
@@ -185,12 +178,12 @@ def impl(request):
 
 @pytest.fixture(scope="session")
 def device(request) -> str:
-    return request.config.stash[_STATE]["policy"].device
+    return request.config.stash[GRADING_RUN].policy.device
 
 
 @pytest.fixture(scope="session")
 def on_gpu(request) -> bool:
-    return request.config.stash[_STATE]["policy"].on_gpu
+    return request.config.stash[GRADING_RUN].policy.on_gpu
 
 
 @pytest.fixture
@@ -227,7 +220,9 @@ def pytest_runtest_makereport(item, call):
     if outcome == results.NOT_IMPLEMENTED and report.failed:
         report.longrepr = f"not implemented: {message}"
     if report.when == "call" or (report.when == "setup" and not report.passed):
-        _record(item, check_id, outcome, message, report.duration)
+        perf = dict(item.user_properties).get("perf")
+        record = results.TestRecord(item.nodeid, check_id, outcome, message, round(report.duration, 4), perf)
+        item.config.stash[GRADING_RUN].record(record)
     return report
 
 
@@ -287,39 +282,56 @@ def _short(report, limit: int = 3000) -> str:
     return text if len(text) <= limit else text[: limit // 3] + "\n...\n" + text[-2 * limit // 3:]
 
 
-def _record(item, check_id, outcome, message, duration):
-    state = item.config.stash[_STATE]
-    perf = dict(item.user_properties).get("perf")
-    record = results.TestRecord(item.nodeid, check_id, outcome, message, round(duration, 4), perf)
-    state["records"].append(record)
-    if state["stream"] is not None:
-        state["stream"].write(results.record_line(record) + "\n")
-        state["stream"].flush()
+def _suite_of_nodeid(nodeid: str) -> str | None:
+    first = nodeid.split("/")[0]
+    return SUITE_DIRS.get(first)
 
 
-# --- summary -------------------------------------------------------------------------------------
+# --- the run's state: one registered object, as junitxml's LogXML ----------------------------------------
 
 
-def pytest_sessionfinish(session):
-    state = session.config.stash.get(_STATE, None)
-    if state and state["impl"] is not None:
-        state["impl"].close()  # also when no test asked for it (everything deselected or skipped)
-    if state and state["stream"] is not None:
-        state["stream"].write(results.END_LINE + "\n")
-        state["stream"].close()
-        state["stream"] = None
+class GradingRun:
+    """What one pytest run of the suites holds: where it runs, the points, the implementation's worker,
+    every test's record and the results stream. Registered as a plugin for the end-of-run hooks."""
+
+    def __init__(self, policy, points, impl_name: str, worker=None):
+        self.policy, self.points, self.impl_name, self.worker = policy, points, impl_name, worker
+        self.records: list[results.TestRecord] = []
+        self.stream = None
+
+    def open_stream(self, path: str, graded: list[tuple[str, str]]) -> None:
+        self.stream = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed at session end
+        checks = sorted({check for _, check in graded})
+        self.stream.write(results.header_line(self.impl_name, self.policy.device, _environment(self.policy),
+                                              checks, graded) + "\n")
+        self.stream.flush()
+
+    def record(self, record: results.TestRecord) -> None:
+        self.records.append(record)
+        if self.stream is not None:
+            self.stream.write(results.record_line(record) + "\n")
+            self.stream.flush()
+
+    def pytest_sessionfinish(self, session):
+        if self.worker is not None:
+            self.worker.close()  # also when no test asked for it (everything deselected or skipped)
+        if self.stream is not None:
+            self.stream.write(results.END_LINE + "\n")
+            self.stream.close()
+            self.stream = None
+
+    def pytest_terminal_summary(self, terminalreporter, config):
+        if self.records:
+            _write_summary(terminalreporter, self.points, self.records, self.impl_name)
 
 
-def pytest_terminal_summary(terminalreporter, config):
-    state = config.stash[_STATE]
-    records = state["records"]
-    if not records:
-        return
+def _write_summary(terminalreporter, points, records, impl_name: str) -> None:
+    """Points per problem for the problems this run touched, then what did not run and why."""
     suites = tuple(sorted({_suite_of_nodeid(r.nodeid) for r in records} - {None})) or ("public", "hidden")
     ran = {r.check for r in records}
-    scores = [p for p in score_checks(state["points"], records, suites) if any(c.check.id in ran for c in p.checks)]
+    scores = [p for p in score_checks(points, records, suites) if any(c.check.id in ran for c in p.checks)]
     write = terminalreporter.write_line
-    terminalreporter.section("points (impl: %s)" % config.getoption("--impl"))
+    terminalreporter.section(f"points (impl: {impl_name})")
     for problem in scores:
         not_impl = sum(c.not_implemented for c in problem.checks)
         not_here = problem.not_run_here
@@ -338,10 +350,6 @@ def pytest_terminal_summary(terminalreporter, config):
         write("GPU-only checks not run here: " + ", ".join(c.check.id for c in not_run))
     harness = [r for r in records if r.outcome == results.HARNESS_ERROR]
     if harness:
-        terminalreporter.write_line(f"HARNESS ERRORS in {len(harness)} tests (not your fault; tell staff): "
-                                    + ", ".join(r.nodeid for r in harness[:5]), red=True)
+        write(f"HARNESS ERRORS in {len(harness)} tests (not your fault; tell staff): "
+              + ", ".join(r.nodeid for r in harness[:5]), red=True)
 
-
-def _suite_of_nodeid(nodeid: str) -> str | None:
-    first = nodeid.split("/")[0]
-    return SUITE_DIRS.get(first)

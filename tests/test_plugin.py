@@ -3,17 +3,11 @@ modes, and the outcomes, the results stream and the points summary are what the 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from grader import results
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 POINTS = textwrap.dedent('''
     [problem]
@@ -113,76 +107,44 @@ EXPECTED_OUTCOMES = {
 }
 
 
-@pytest.fixture(scope="module")
-def fake_project(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fake_project")
-    (root / "points").mkdir()
-    (root / "points" / "softmax.toml").write_text(POINTS)
-    (root / "submission").mkdir()
-    (root / "submission" / "softmax.py").write_text(SUBMISSION)
-    (root / "tests_public").mkdir()
-    (root / "tests_public" / "test_fake.py").write_text(SUITE)
-    return root
-
-
-def run_pytest(root: Path, *args: str, results_json: Path | None = None):
-    """pytest with the grader plugin on the fake project, as a student or the grader would run it."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "GRADER_POINTS_DIR": str(root / "points"),
-           "GRADER_FORCE_CPU": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    for key in ("GRADER_IMPL", "GRADER_ISOLATE"):
-        env.pop(key, None)
-    command = [sys.executable, "-m", "pytest", "-p", "grader.plugin", "-p", "no:cacheprovider",
-               "--rootdir", str(root), "--impl", str(root / "submission"), *args]
-    if results_json is not None:
-        command += ["--results-json", str(results_json)]
-    return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=180)
-
-
-@pytest.fixture(scope="module", params=["in_process", "isolated"])
-def fake_run(request, fake_project):
-    stream = fake_project / f"results-{request.param}.jsonl"
+@pytest.fixture(params=["in_process", "isolated"])
+def fake_run(request, grader_pytester, run_suites):
+    """The fake suite against the fake submission, in-process and isolated: (result, results stream)."""
+    project = grader_pytester
+    (project.path / "points").mkdir()
+    (project.path / "points" / "softmax.toml").write_text(POINTS)
+    (project.path / "submission").mkdir()
+    (project.path / "submission" / "softmax.py").write_text(SUBMISSION)
+    (project.path / "tests_public").mkdir()
+    (project.path / "tests_public" / "test_fake.py").write_text(SUITE)
+    stream = project.path / "results.jsonl"
     extra = ["--isolate"] if request.param == "isolated" else []
-    done = run_pytest(fake_project, "tests_public", *extra, results_json=stream)
+    done = run_suites("tests_public", "--impl", str(project.path / "submission"), *extra,
+                      f"--results-json={stream}")
     return done, stream
 
 
-def outcomes_of(stream: Path) -> dict[str, str]:
-    read = results.read_stream(stream.read_text())
-    run, finished = read.results, read.finished
-    assert run is not None and finished
-    return {record.nodeid.split("::")[-1]: record.outcome for record in run.tests}
-
-
-def test_every_outcome_is_classified(fake_run):
+def test_stream_classifies_every_outcome_and_says_what_went_wrong(fake_run):
     done, stream = fake_run
-    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # tests failed, no crash
-    assert outcomes_of(stream) == EXPECTED_OUTCOMES
-
-
-def test_stream_header_names_impl_device_and_collected_checks(fake_run, fake_project):
-    _, stream = fake_run
-    run = results.read_stream(stream.read_text()).results
-    assert run.impl == str(fake_project / "submission")
-    assert run.device == "cpu"
-    assert set(run.collected_checks) == {"softmax.fake.passes", "softmax.fake.half", "softmax.fake.wrong",
-                                         "softmax.fake.stub", "softmax.fake.raises", "softmax.fake.test_bug",
-                                         "softmax.fake.gpu", "softmax.perf.fake"}
-
-
-def test_failure_messages_say_what_went_wrong(fake_run):
-    _, stream = fake_run
-    run = results.read_stream(stream.read_text()).results
-    messages = {record.nodeid.split("::")[-1]: record.message for record in run.tests}
-    assert "wrong values" in messages["test_wrong_answer_fails"]
-    assert "stub: not implemented yet" in messages["test_stub_is_not_implemented"]
-    assert "student bug" in messages["test_student_exception_fails"]
-    assert "undefined_helper" in messages["test_bug_in_the_test_itself"]
-    assert "not run here" in messages["test_gpu_only"]
+    assert done.ret == 1, done.stdout.str()[-3000:] + done.stderr.str()[-3000:]  # tests failed, no crash
+    read = results.read_stream(stream.read_text())
+    assert read.finished and read.results.device == "cpu"
+    assert read.results.impl == str(stream.parent / "submission")
+    assert set(read.results.collected_checks) == {
+        "softmax.fake.passes", "softmax.fake.half", "softmax.fake.wrong", "softmax.fake.stub",
+        "softmax.fake.raises", "softmax.fake.test_bug", "softmax.fake.gpu", "softmax.perf.fake"}
+    by_name = {record.nodeid.split("::")[-1]: record for record in read.results.tests}
+    assert {name: record.outcome for name, record in by_name.items()} == EXPECTED_OUTCOMES
+    assert "wrong values" in by_name["test_wrong_answer_fails"].message
+    assert "stub: not implemented yet" in by_name["test_stub_is_not_implemented"].message
+    assert "student bug" in by_name["test_student_exception_fails"].message
+    assert "undefined_helper" in by_name["test_bug_in_the_test_itself"].message
+    assert "not run here" in by_name["test_gpu_only"].message
 
 
 def test_summary_prints_problem_points_and_total(fake_run):
     done, _ = fake_run
-    lines = done.stdout.splitlines()
+    lines, stdout = done.outlines, done.stdout.str()
     # earned: passes 2 + half 1 = 3; possible excludes the GPU-only check (3) and the perf check (4).
     problem = next(line for line in lines if line.startswith("Fake softmax"))
     assert problem.split()[2:5] == ["3.00", "/", "8"], problem
@@ -190,13 +152,15 @@ def test_summary_prints_problem_points_and_total(fake_run):
     assert "7 pts of GPU-only checks not run here" in problem
     total = next(line for line in lines if line.startswith("TOTAL"))
     assert total.split()[1:4] == ["3.00", "/", "8"], total
-    assert "GPU-only checks not run here: softmax.fake.gpu, softmax.perf.fake" in done.stdout
-    assert "HARNESS ERRORS in 1 tests" in done.stdout
+    assert "GPU-only checks not run here: softmax.fake.gpu, softmax.perf.fake" in stdout
+    assert "HARNESS ERRORS in 1 tests" in stdout
 
 
-def test_unknown_check_id_is_a_usage_error_naming_it(fake_project, tmp_path):
-    suite = fake_project / "tests_public_unknown" / "tests_public"
-    suite.mkdir(parents=True)
+def test_unknown_check_id_is_a_usage_error_naming_it(grader_pytester, run_suites):
+    (grader_pytester.path / "points").mkdir()
+    (grader_pytester.path / "points" / "softmax.toml").write_text(POINTS)
+    suite = grader_pytester.path / "tests_public"
+    suite.mkdir()
     (suite / "test_unknown.py").write_text(textwrap.dedent('''
         import pytest
 
@@ -204,7 +168,7 @@ def test_unknown_check_id_is_a_usage_error_naming_it(fake_project, tmp_path):
         def test_unknown(impl):
             pass
     '''))
-    done = run_pytest(fake_project, str(suite))
-    assert done.returncode == pytest.ExitCode.USAGE_ERROR
-    assert "softmax.fake.no_such_check" in done.stderr
-    assert "is not in grader/points" in done.stderr
+    done = run_suites(str(suite))
+    assert done.ret == pytest.ExitCode.USAGE_ERROR
+    assert "softmax.fake.no_such_check" in done.stderr.str()
+    assert "is not in grader/points" in done.stderr.str()

@@ -1,0 +1,34 @@
+"""Fixtures the harness's own tests share."""
+
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def grader_pytester(pytester, monkeypatch):
+    """pytester set up as a student's or the grader's run: the grader plugin on the CPU, this checkout
+    importable, points read from `points/` in the test's folder, no implementation chosen by the
+    environment. Run the suites with the `run_suites` fixture."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
+    monkeypatch.setenv("GRADER_POINTS_DIR", str(pytester.path / "points"))
+    monkeypatch.setenv("GRADER_FORCE_CPU", "1")
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    for name in ("GRADER_IMPL", "GRADER_ISOLATE"):
+        monkeypatch.delenv(name, raising=False)
+    return pytester
+
+
+@pytest.fixture
+def run_suites(grader_pytester):
+    """pytest with the grader plugin, in a subprocess (the plugin sets process-wide device state)."""
+
+    def run(*args: str, timeout: float = 180):
+        return grader_pytester.runpytest_subprocess("-p", "grader.plugin", "-p", "no:cacheprovider", *args,
+                                                    timeout=timeout)
+
+    return run
