@@ -45,7 +45,7 @@ grade-examples: examples
 	$(PYTHON) -m grader grade examples/submissions --out reports
 
 bench:
-	$(PYTHON) -m grader bench --impl solutions
+	$(PYTHON) -m grader bench kernels --impl solutions
 
 calibrate:
 	$(PYTHON) -m grader calibrate

@@ -21,9 +21,9 @@ needs_cpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the mes
 
 
 @needs_cpu
-@pytest.mark.parametrize("command", ["bench", "calibrate"])
+@pytest.mark.parametrize("command", [["bench", "kernels"], ["calibrate"]])
 def test_without_a_gpu_the_commands_say_so_and_fail(command):
-    result = CliRunner().invoke(main, [command])
+    result = CliRunner().invoke(main, command)
     assert result.exit_code == 2
     assert "needs a CUDA GPU" in result.output
 

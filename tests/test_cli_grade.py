@@ -1,9 +1,10 @@
-"""`grader grade` and `grader bench --grader` from the command line, and the example submissions."""
+"""`grader grade` and `grader bench grading` from the command line, and the example submissions."""
 
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from grader import cli
@@ -45,7 +46,7 @@ def test_grade_refuses_a_missing_submissions_folder(tmp_path):
 
 def test_bench_grader_calls_bench_grader_with_copies(monkeypatch):
     seen = _capture(monkeypatch, "bench_grader")
-    result = CliRunner().invoke(cli.main, ["bench", "--grader", "--copies", "3"])
+    result = CliRunner().invoke(cli.main, ["bench", "grading", "--copies", "3"])
     assert result.exit_code == 0, result.output
     assert seen["args"] == (3,)
     assert seen["kwargs"] == {"gpus": None, "suite": "all", "no_perf": False}
@@ -53,7 +54,7 @@ def test_bench_grader_calls_bench_grader_with_copies(monkeypatch):
 
 def test_bench_grader_passes_gpus_suite_and_no_perf(monkeypatch):
     seen = _capture(monkeypatch, "bench_grader")
-    result = CliRunner().invoke(cli.main, ["bench", "--grader", "--copies", "2", "--gpus", "0,1",
+    result = CliRunner().invoke(cli.main, ["bench", "grading", "--copies", "2", "--gpus", "0,1",
                                            "--suite", "public", "--no-perf"])
     assert result.exit_code == 0, result.output
     assert seen["args"] == (2,) and seen["kwargs"] == {"gpus": "0,1", "suite": "public", "no_perf": True}
@@ -87,3 +88,9 @@ def test_grade_help_runs_without_importing_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert "--no-sandbox" in done.stdout and "--only" in done.stdout
+
+
+@pytest.mark.parametrize("option, value", [("--jobs", "0"), ("--timeout", "0"), ("--worker-memory", "-1")])
+def test_out_of_range_options_are_refused_before_anything_runs(tmp_path, option, value):
+    result = CliRunner().invoke(cli.main, ["grade", str(tmp_path), option, value])
+    assert result.exit_code == 2 and option in result.output and "Traceback" not in result.output

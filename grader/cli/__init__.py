@@ -31,6 +31,16 @@ def main():
     """GPU-systems assignment: grade submissions, build the handout, benchmark kernels."""
 
 
+# --- options more than one command takes: declared once ---------------------------------------------------
+
+SUITE = click.option("--suite", type=click.Choice(["public", "hidden", "all"]), default="all", show_default=True,
+                     help="Which suites each submission is graded with.")
+GPUS = click.option("--gpus", default=None, help="Comma-separated GPU indices (default: all visible).")
+NO_PERF = click.option("--no-perf", is_flag=True, help="Skip the timed performance checks.")
+IMPL = click.option("--impl", "impl_name", default="solutions", show_default=True,
+                    help="assignment, solutions, or a path to a submission.")
+
+
 # --- grade (owned by grader/grade/runner.py) ---------------------------------------------------------------
 
 
@@ -38,15 +48,16 @@ def main():
 @click.argument("submissions", type=click.Path(exists=True, file_okay=False))
 @click.option("--out", default="reports", show_default=True, type=click.Path(file_okay=False),
               help="Folder for grades.csv, index.html and one folder per submission.")
-@click.option("--suite", type=click.Choice(["public", "hidden", "all"]), default="all", show_default=True)
-@click.option("--gpus", default=None, help="Comma-separated GPU indices (default: all visible).")
-@click.option("--jobs", type=int, default=None, help="Parallel submissions on a CPU-only machine.")
-@click.option("--timeout", type=float, default=None, help="Wall-clock budget per submission, seconds.")
+@SUITE
+@GPUS
+@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Parallel submissions on a CPU-only machine.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Wall-clock budget per submission, seconds.")
 @click.option("--only", multiple=True, help="Grade only these student ids (repeatable).")
 @click.option("--force", is_flag=True, help="Regrade even when files and suite are unchanged.")
 @click.option("--no-sandbox", is_flag=True, help="Do not run submissions inside bubblewrap.")
-@click.option("--no-perf", is_flag=True, help="Skip the timed performance checks.")
-@click.option("--worker-memory", type=int, default=None, metavar="MB",
+@NO_PERF
+@click.option("--worker-memory", type=click.IntRange(min=0), default=None, metavar="MB",
               help="Private memory cap of the process running each submission's code [default: half "
                    "the RAM shared over the submissions graded at once, at least 8192; 0: no cap].")
 def grade(**options):
@@ -83,32 +94,38 @@ def build(out, no_verify):
     sys.exit(build_handout(out, verify=not no_verify))
 
 
-# --- bench and calibrate (owned by grader/bench/kernels.py) --------------------------------------------------
+# --- bench and calibrate (owned by grader/bench/) --------------------------------------------------------
 
 
-@main.command()
-@click.option("--impl", "impl_name", default="solutions", show_default=True,
-              help="assignment, solutions, or a path to a submission.")
+@main.group()
+def bench():
+    """Measure speed: the kernels against their baselines, or the grader itself."""
+
+
+@bench.command()
+@IMPL
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the measurements as JSON.")
 @click.option("--chart", type=click.Path(dir_okay=False), default="roofline.svg", show_default=True)
 @click.option("--kernel", "kernels", multiple=True, help="Only these kernels (repeatable).")
-@click.option("--grader", "grader_bench", is_flag=True,
-              help="Benchmark the grader instead: grade N copies of the reference submission.")
-@click.option("--copies", type=int, default=4, show_default=True, help="With --grader: how many copies.")
-@click.option("--gpus", default=None, help="With --grader: GPU indices to grade on (default: all visible).")
-@click.option("--suite", type=click.Choice(["public", "hidden", "all"]), default="all", show_default=True,
-              help="With --grader: which suite each copy is graded with.")
-@click.option("--no-perf", is_flag=True, help="With --grader: skip the timed performance checks.")
-def bench(impl_name, json_path, chart, kernels, grader_bench, copies, gpus, suite, no_perf):
+def kernels(impl_name, json_path, chart, kernels):
     """Time every kernel against its baseline and print the ratios (needs a CUDA GPU)."""
-    if grader_bench:
-        from grader.grade.runner import bench_grader
-
-        sys.exit(bench_grader(copies, gpus=gpus, suite=suite, no_perf=no_perf))
     from grader.bench.kernels import run_bench
 
     sys.exit(run_bench(impl_name, json_path=json_path, chart_path=chart, kernels=kernels))
+
+
+@bench.command()
+@click.option("--copies", type=click.IntRange(min=1), default=4, show_default=True,
+              help="How many copies of the reference submission to grade.")
+@GPUS
+@SUITE
+@NO_PERF
+def grading(copies, gpus, suite, no_perf):
+    """Grade copies of the reference: submissions per minute and the grader's overhead per submission."""
+    from grader.grade.runner import bench_grader
+
+    sys.exit(bench_grader(copies, gpus=gpus, suite=suite, no_perf=no_perf))
 
 
 @main.command()

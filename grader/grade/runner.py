@@ -84,12 +84,6 @@ def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, tim
               force=False, no_sandbox=False, no_perf=False, tests_root=None, points_dir=None,
               quiet=False, worker_memory=None) -> int:
     """The `grader grade` command; returns the exit status (0, or 130 on Ctrl-C)."""
-    if jobs is not None and jobs < 1:
-        raise GraderError(f"--jobs must be at least 1, got {jobs}")
-    if timeout is not None and timeout <= 0:
-        raise GraderError(f"--timeout must be a positive number of seconds, got {timeout:g}")
-    if worker_memory is not None and worker_memory < 0:
-        raise GraderError(f"--worker-memory must be a number of megabytes (0: no cap), got {worker_memory}")
     use_detected = gpus is None or gpus.strip().lower() == "all"
     gpu_list = detect_gpus(os.environ) if use_detected else parse_gpus(gpus)
     slots = list(gpu_list) if gpu_list else [None] * (jobs or default_jobs())
