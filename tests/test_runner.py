@@ -256,7 +256,7 @@ def test_report_records_sandbox_and_log_is_bounded(graded):
     assert (graded["out"] / "good" / "log.txt").stat().st_size <= checking_run.LOG_HEAD + checking_run.LOG_TAIL + 200
 
 
-def test_unchanged_submissions_are_kept_and_changed_or_only_ones_regraded(graded, tmp_path):
+def test_unchanged_submissions_are_kept_and_changed_or_forced_ones_regraded(graded, tmp_path):
     out, subs, suite = tmp_path / "out", tmp_path / "subs", graded["root"] / "suite"
     _submission(subs, "good", {"softmax.py": GOOD_SOFTMAX})
     _submission(subs, "other", {"softmax.py": GOOD_SOFTMAX})
@@ -270,7 +270,9 @@ def test_unchanged_submissions_are_kept_and_changed_or_only_ones_regraded(graded
     assert {s: stamp(s) for s in first} == first
     (subs / "other" / "notes.txt").write_text("an ignored file does not trigger a regrade")
     (subs / "good" / "softmax.py").write_text(GOOD_SOFTMAX.replace("2 * x", "x + x"))
-    assert _grade(suite, subs, out, only=("other",)) == 0         # --only: that one, even unchanged
+    assert _grade(suite, subs, out, only=("other",)) == 0         # --only picks, it does not force
+    assert stamp("other") == first["other"] and stamp("good") == first["good"]
+    assert _grade(suite, subs, out, only=("other",), force=True) == 0   # --force does
     assert stamp("other") != first["other"] and stamp("good") == first["good"]
     assert _grade(suite, subs, out) == 0                          # now the changed one
     assert stamp("good") != first["good"]

@@ -36,6 +36,8 @@ from grader.grade.checking_run import (CHECKER_LAUNCHER, BoundedLog, check_bwrap
 from grader.errors import BadSubmission, GraderError
 from grader.points import POINTS_DIR, load_points
 from grader.report import gradebook, html
+from grader.report.atomic import write_atomic
+from grader.report.class_files import RESULT_FILE, load_results, write_class_files
 from grader.report.model import build_result, maximum, not_gradable_result, points_text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +46,6 @@ DEFAULT_TIMEOUT = 1800.0          # seconds per submission (the full GPU suite t
 # Private memory of the process running student code. CUDA's own host allocations count against it:
 # on an H200 a full grade failed with "CUDA error: out of memory" at 2 GiB and passed at 8 GiB.
 MIN_WORKER_MEMORY_MB = 8192
-RESULT_FILE = "result.json"
 
 
 @dataclass
@@ -63,6 +64,8 @@ class Settings:
     points_dir: Path = POINTS_DIR
     quiet: bool = False
     worker_memory_mb: int = MIN_WORKER_MEMORY_MB
+    worker_memory_option: int | None = None   # --worker-memory as given; None: the machine's default
+    class_files: bool = True     # False in a Slurm task: only the report job writes them
 
 
 @dataclass
@@ -82,7 +85,7 @@ class Outcome:
 
 def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, timeout=None, only=(),
               force=False, no_sandbox=False, no_perf=False, tests_root=None, points_dir=None,
-              quiet=False, worker_memory=None) -> int:
+              quiet=False, worker_memory=None, class_files=True) -> int:
     """The `grader grade` command; returns the exit status (0, or 130 on Ctrl-C)."""
     use_detected = gpus is None or gpus.strip().lower() == "all"
     gpu_list = detect_gpus(os.environ) if use_detected else parse_gpus(gpus)
@@ -90,7 +93,8 @@ def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, tim
     settings = Settings(Path(submissions), Path(out), suite, slots, bool(gpu_list),
                         float(timeout or DEFAULT_TIMEOUT), tuple(only), force, not no_sandbox,
                         not no_perf, Path(tests_root or REPO_ROOT), Path(points_dir or POINTS_DIR), quiet,
-                        default_worker_memory_mb(len(slots)) if worker_memory is None else worker_memory)
+                        default_worker_memory_mb(len(slots)) if worker_memory is None else worker_memory,
+                        worker_memory, class_files)
     return Batch(settings).run()
 
 
@@ -255,8 +259,7 @@ class Batch:
             return self.finish(source, result, scratch, begin, log="")
         key = self.grade_key(staged)
         previous = self.previous(source.id)
-        forced = self.settings.force or source.id in self.settings.only
-        if previous and previous.get("grade_key") == key and not forced:
+        if previous and previous.get("grade_key") == key and not self.settings.force:
             shutil.rmtree(scratch, ignore_errors=True)
             return f"unchanged, kept {previous['status']}"
         context = self.context(source.id, staged) | {"grade_key": key}
@@ -387,10 +390,7 @@ class Batch:
         return ("public", "hidden") if self.settings.suite == "all" else (self.settings.suite,)
 
     def grade_key(self, staged) -> str:
-        """Same files, same suite and options, same grader and tests: same grade."""
-        text = (f"{staged.content_hash}|{self.settings.suite}|perf={self.settings.perf}|"
-                f"memory={self.settings.worker_memory_mb}|{self.fingerprint}")
-        return hashlib.sha256(text.encode()).hexdigest()
+        return grade_key(staged.content_hash, self.settings, self.fingerprint)
 
     def previous(self, student: str) -> dict | None:
         path = self.settings.out / student / RESULT_FILE
@@ -423,11 +423,8 @@ class Batch:
         self.say(f"[{done}/{total}] {student}: {word} | running: {running} | ETA {eta_text}")
 
     def write_class_files(self):
-        results = load_results(self.settings.out)
-        gradebook.write_grades_csv(self.settings.out / "grades.csv", results, self.points)
-        html.write_index(self.settings.out / "index.html", results, self.points)
-        self.say(f"wrote {self.settings.out / 'grades.csv'} and {self.settings.out / 'index.html'} "
-                 f"({len(results)} submissions)")
+        if self.settings.class_files:
+            self.say(write_class_files(self.settings.out, self.points))
 
     def say(self, line: str):
         if not self.settings.quiet:
@@ -462,6 +459,16 @@ def build_checker_tree(settings: Settings, root: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def grade_key(content_hash: str, settings: Settings, fingerprint: str) -> str:
+    """Same files, same suite and options, same grader and tests: same grade. Only options the TA
+    gave count: a default worked out from the machine (the memory cap from its RAM) would make every
+    node of a cluster, or a bigger grading box, regrade the whole class."""
+    text = f"{content_hash}|{settings.suite}|perf={settings.perf}|{fingerprint}"
+    if settings.worker_memory_option is not None:
+        text += f"|memory={settings.worker_memory_option}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def estimate_eta(durations: list[float], in_flight: list[float], queued: int, slots: int) -> float | None:
     """Seconds until the batch ends: each run in flight needs the mean run time minus what it has had,
     each queued one the mean, shared over the slots. None until a run has finished."""
@@ -475,20 +482,10 @@ def estimate_eta(durations: list[float], in_flight: list[float], queued: int, sl
 def write_submission_outputs(folder: Path, result: dict, log: str) -> None:
     """result.json, Gradescope's results.json, report.html and log.txt, each written atomically."""
     folder.mkdir(parents=True, exist_ok=True)
-    _write_atomic(folder / "log.txt", log)
-    _write_atomic(folder / "results.json", json.dumps(gradebook.gradescope_results(result), indent=1))
-    _write_atomic(folder / "report.html", html.render_student(result))
-    _write_atomic(folder / RESULT_FILE, json.dumps(result, indent=1, sort_keys=True))   # last: marks done
-
-
-def load_results(out: Path) -> list[dict]:
-    results = []
-    for path in sorted(Path(out).glob(f"*/{RESULT_FILE}")):
-        try:
-            results.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            continue
-    return sorted(results, key=lambda r: r.get("id", ""))
+    write_atomic(folder / "log.txt", log)
+    write_atomic(folder / "results.json", json.dumps(gradebook.gradescope_results(result), indent=1))
+    write_atomic(folder / "report.html", html.render_student(result))
+    write_atomic(folder / RESULT_FILE, json.dumps(result, indent=1, sort_keys=True))   # last: marks done
 
 
 def _remove_tree(root: Path) -> None:
@@ -497,12 +494,6 @@ def _remove_tree(root: Path) -> None:
         if path.is_dir() and not path.is_symlink():
             path.chmod(0o755)
     shutil.rmtree(root, ignore_errors=True)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
 
 
 def _clock(seconds: float) -> str:

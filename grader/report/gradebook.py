@@ -8,9 +8,11 @@ max_score, output, visibility) gets one test per check; hidden checks are `after
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 from grader.report import model
+from grader.report.atomic import write_atomic
 
 OUTPUT_LIMIT = 8000     # characters of failure text per Gradescope test
 
@@ -36,13 +38,12 @@ def grades_row(result: dict, points) -> dict:
 
 
 def write_grades_csv(path: Path, results: list[dict], points) -> None:
-    temporary = Path(path).with_name(Path(path).name + ".tmp")
-    with temporary.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=grades_columns(points))
-        writer.writeheader()
-        for result in results:
-            writer.writerow(grades_row(result, points))
-    temporary.replace(path)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=grades_columns(points))
+    writer.writeheader()
+    for result in results:
+        writer.writerow(grades_row(result, points))
+    write_atomic(Path(path), text.getvalue())
 
 
 def gradescope_results(result: dict) -> dict:

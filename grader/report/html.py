@@ -13,6 +13,7 @@ from pathlib import Path
 import jinja2
 
 from grader.report import model
+from grader.report.atomic import write_atomic
 
 TEMPLATES = Path(__file__).parent / "templates"
 HISTOGRAM_BINS = 10
@@ -88,7 +89,7 @@ class PerfSpread:
 
 
 def write_index(path: Path, results: list[dict], points) -> None:
-    Path(path).write_text(render_index(results, points), encoding="utf-8")
+    write_atomic(Path(path), render_index(results, points))
 
 
 def render_index(results: list[dict], points) -> str:
