@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import zipfile
 from pathlib import Path
 
@@ -17,74 +16,14 @@ from grader.grade.checking_run import classify_exit
 from grader.grade.runner import detect_gpus, grade_all, parse_gpus
 from grader.grade.sandbox import find_bwrap
 
+from fake_suite import GOOD_MATMUL, GOOD_SOFTMAX
+from fake_suite import make_submission as _submission
+from fake_suite import write_suite as _write_suite
+
 REPO = Path(__file__).resolve().parent.parent
 BUDGET = 300.0     # seconds per submission: never reached by a submission that returns
 HANG_BUDGET = 30.0  # the hanging submission's budget: enough for its first tests to report first
 
-POINTS = {
-    "softmax": """
-        [problem]
-        id = "softmax"
-        title = "Fake softmax"
-        order = 1
-        [checks."softmax.double"]
-        points = 2
-        description = "double(x) is 2x"
-        [checks."softmax.triple"]
-        points = 1
-        description = "triple(x) is 3x"
-        [checks."softmax.hidden_double"]
-        points = 2
-        suite = "hidden"
-        description = "double(10) is 20"
-    """,
-    "matmul": """
-        [problem]
-        id = "matmul"
-        title = "Fake matmul"
-        order = 2
-        [checks."matmul.answer"]
-        points = 3
-        description = "answer() is 42"
-        [perf."matmul.perf.speed"]
-        points = 4
-        description = "fast"
-        baseline = "nothing"
-        ladder = { pass = 0.5, good = 0.7, excellent = 0.9 }
-    """,
-}
-
-PUBLIC = '''
-import pytest
-
-@pytest.mark.check("softmax.double")
-@pytest.mark.parametrize("x", [1, 2])
-def test_double_doubles(impl, x):
-    assert impl.softmax.double(x) == 2 * x
-
-@pytest.mark.check("softmax.triple")
-def test_triple_triples(impl):
-    assert impl.softmax.triple(3) == 9, "triple(3) should be 9"
-
-@pytest.mark.check("matmul.answer")
-def test_zz_matmul_answer_is_42(impl):
-    assert impl.matmul.answer() == 42
-'''
-
-HIDDEN = '''
-import pytest
-
-@pytest.mark.check("softmax.hidden_double")
-def test_hidden_double_of_ten(impl):
-    assert impl.softmax.double(10) == 20
-
-@pytest.mark.perf("matmul.perf.speed")
-def test_matmul_speed(impl, record_perf):
-    record_perf(ratio=1.0)
-'''
-
-GOOD_SOFTMAX = "def double(x):\n    return 2 * x\n\ndef triple(x):\n    return 3 * x\n"
-GOOD_MATMUL = "def answer():\n    return 42\n"
 # Tries to write a passing record straight into the checker's results pipe.
 FORGER = '''
 import json, os
@@ -110,25 +49,6 @@ def double(x):
 def triple(x):
     return 0
 '''
-
-
-def _write_suite(root: Path):
-    (root / "points").mkdir(parents=True)
-    for name, text in POINTS.items():
-        (root / "points" / f"{name}.toml").write_text(textwrap.dedent(text))
-    for folder, name, text in (("tests_public", "test_fake.py", PUBLIC),
-                               ("tests_hidden", "test_fake_hidden.py", HIDDEN)):
-        (root / folder).mkdir()
-        (root / folder / name).write_text(text)
-
-
-def _submission(root: Path, name: str, files: dict):
-    folder = root / name
-    folder.mkdir(parents=True)
-    for path, text in files.items():
-        (folder / path).parent.mkdir(parents=True, exist_ok=True)
-        (folder / path).write_text(text)
-    return folder
 
 
 def _grade(suite_root, submissions, out, **options):

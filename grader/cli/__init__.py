@@ -60,11 +60,35 @@ IMPL = click.option("--impl", "impl_name", default="solutions", show_default=Tru
 @click.option("--worker-memory", type=click.IntRange(min=0), default=None, metavar="MB",
               help="Private memory cap of the process running each submission's code [default: half "
                    "the RAM shared over the submissions graded at once, at least 8192; 0: no cap].")
-def grade(**options):
+@click.option("--slurm", is_flag=True, help="Grade on a Slurm cluster: one array job, one task per "
+              "submission (checkout, venv and --out on a shared filesystem).")
+@click.option("--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",
+              help="With --slurm: pass ARG to sbatch, e.g. --sbatch-arg=--partition=gpu (repeatable).")
+@click.option("--array-parallelism", type=int, default=None, metavar="P",
+              help="With --slurm: at most P tasks of the array run at once.")
+@click.option("--no-wait", is_flag=True, help="With --slurm: submit and return instead of waiting.")
+def grade(slurm, sbatch_args, array_parallelism, no_wait, **options):
     """Grade every submission in SUBMISSIONS (one folder or archive per student)."""
+    if slurm:
+        from grader.grade.slurm import grade_on_slurm
+
+        sys.exit(grade_on_slurm(**options, sbatch_args=sbatch_args, array_parallelism=array_parallelism,
+                                no_wait=no_wait))
+    if sbatch_args or array_parallelism is not None or no_wait:
+        raise click.UsageError("--sbatch-arg, --array-parallelism and --no-wait need --slurm")
     from grader.grade.runner import grade_all
 
     sys.exit(grade_all(**options))
+
+
+@main.command()
+@click.argument("out", type=click.Path(exists=True, file_okay=False))
+def report(out):
+    """Rebuild OUT's class files (grades.csv, index.html) from the results on disk."""
+    from grader.points import load_points
+    from grader.report.class_files import write_class_files
+
+    click.echo(write_class_files(out, load_points()), err=True)
 
 
 # --- handout (owned by grader/handout/) --------------------------------------------------------------
