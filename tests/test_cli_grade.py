@@ -1,5 +1,6 @@
 """`grader grade` and `grader bench grading` from the command line, and the example submissions."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,35 @@ def test_grade_passes_every_option_to_grade_all(monkeypatch, tmp_path):
     assert seen["kwargs"] == {"submissions": str(tmp_path), "out": str(tmp_path / "r"), "suite": "public",
                               "gpus": "0,1", "jobs": 3, "timeout": 60.0, "only": ("alice", "bob"),
                               "force": True, "no_sandbox": True, "no_perf": True, "worker_memory": 4096}
+
+
+def test_grade_slurm_passes_the_slurm_options_to_grade_on_slurm(monkeypatch, tmp_path):
+    from grader import slurm
+
+    seen = {}
+    monkeypatch.setattr(slurm, "grade_on_slurm", lambda *a, **k: seen.update(k) or 0)
+    result = CliRunner().invoke(cli.main, ["grade", str(tmp_path), "--slurm", "--sbatch-arg=--partition=gpu",
+                                           "--sbatch-arg", "--time=1:00:00", "--array-parallelism", "8",
+                                           "--no-wait", "--only", "alice"])
+    assert result.exit_code == 0, result.output
+    assert seen["sbatch_args"] == ("--partition=gpu", "--time=1:00:00")
+    assert seen["array_parallelism"] == 8 and seen["no_wait"] is True and seen["only"] == ("alice",)
+
+
+def test_slurm_only_options_without_slurm_are_refused(tmp_path):
+    result = CliRunner().invoke(cli.main, ["grade", str(tmp_path), "--no-wait"])
+    assert result.exit_code == 2 and "need --slurm" in result.output
+
+
+def test_report_rebuilds_the_class_files_from_results_on_disk(tmp_path):
+    result = {"id": "alice", "status": "not_gradable", "reason": "empty", "late": None, "problems": [],
+              "score": {"earned": 0, "possible": 10, "total": 10}}
+    (tmp_path / "alice").mkdir()
+    (tmp_path / "alice" / "result.json").write_text(json.dumps(result))
+    done = CliRunner().invoke(cli.main, ["report", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "grades.csv").read_text().splitlines()[1].startswith("alice,not_gradable,0,")
+    assert "alice" in (tmp_path / "index.html").read_text()
 
 
 def test_grade_refuses_a_missing_submissions_folder(tmp_path):

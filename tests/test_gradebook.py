@@ -2,6 +2,7 @@
 
 import csv
 import textwrap
+import threading
 
 import pytest
 
@@ -73,6 +74,31 @@ def test_csv_has_one_row_per_student_and_a_column_per_problem_and_perf_part(poin
                             "reason": ""}
     assert rows[1]["status"] == "not_gradable" and rows[1]["total"] == "0" and rows[1]["late"] == ""
     assert rows[1]["reason"] == "no assignment module files, found: a, b"
+
+
+def test_parallel_writers_of_grades_csv_never_collide_or_leave_temporaries(points, tmp_path):
+    """A Slurm report job, `grader report` and a local run may rebuild grades.csv at once: each must
+    write through a temporary file of its own (a shared name lets one rename away another's)."""
+    results = [_graded(points)]
+    (tmp_path / "out").mkdir()
+    path = tmp_path / "out" / "grades.csv"
+    errors = []
+
+    def write():
+        try:
+            for _ in range(100):
+                gradebook.write_grades_csv(path, results, points)
+        except OSError as error:
+            errors.append(error)
+
+    writers = [threading.Thread(target=write) for _ in range(8)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert errors == []
+    assert list(path.parent.iterdir()) == [path]
+    assert [row["id"] for row in csv.DictReader(path.open())] == ["alice"]
 
 
 def test_gradescope_results_follow_the_autograder_schema(points):

@@ -365,5 +365,14 @@ def test_worker_memory_default_is_half_the_ram_shared_over_parallel_runs():
     assert runner.default_worker_memory_mb(2, physical_bytes=256 * 2**30) == 64 * 1024
 
 
+def test_resume_key_holds_the_memory_cap_only_when_the_ta_set_it(tmp_path):
+    # The default cap comes from the machine's RAM: in the key, a node with more RAM regrades everyone.
+    def key(**options):
+        return runner.grade_key("files", runner.Settings(tmp_path, tmp_path, **options), "grader")
+
+    assert key(worker_memory_mb=8192) == key(worker_memory_mb=65536)
+    assert key(worker_memory_mb=4096, worker_memory_option=4096) != key(worker_memory_mb=8192)
+
+
 def test_worker_memory_default_never_goes_below_what_cuda_needs():
     assert runner.default_worker_memory_mb(2, physical_bytes=24 * 2**30) == runner.MIN_WORKER_MEMORY_MB
