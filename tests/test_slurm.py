@@ -26,7 +26,7 @@ from fake_suite import GOOD_MATMUL, GOOD_SOFTMAX, make_submission, write_suite
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "slurm_cluster.sh"
 BUDGET = 300.0             # per submission: never reached by one that returns
-HANG_BUDGET = 30.0         # the regrade of the hanging submission ends on this budget
+HANG_BUDGET = 15.0         # the regrade of the hanging submission ends on this budget (status: timeout)
 HANG = "def answer():\n    while True:\n        pass\n"
 
 
@@ -149,6 +149,11 @@ def test_tasks_ask_for_one_gpu_only_when_the_ta_did_not_say_and_the_report_job_n
     assert slurm.wants_gpu([], run=scontrol("gpu:2")) is True
     assert slurm.wants_gpu([], run=scontrol("(null)")) is False
     assert slurm.wants_gpu(["--gres=gpu:a100:1"], run=scontrol("gpu:2")) is False
+
+
+def test_tasks_get_a_time_limit_from_the_budget_unless_the_ta_gave_one():
+    assert slurm.time_limit([], 1800.0, 2) == [f"--time={60 + slurm.SETUP_MINUTES}"]
+    assert slurm.time_limit(["--time=5:00:00"], 1800.0, 2) == []
 
 
 def test_queue_listing_maps_array_tasks_and_the_report_job():

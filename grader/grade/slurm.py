@@ -36,6 +36,7 @@ MAX_ARRAY_TASKS = 1000              # Slurm's default MaxArraySize is 1001 (indi
 ARRAY_JOB_NAME = "grader-grade"
 REPORT_JOB_NAME = "grader-report"
 GPU_REQUEST = "--gres=gpu:1"
+SETUP_MINUTES = 10                  # a task's time limit beyond its budgets: start-up, checker tree
 # A user argument that already says what GPUs a task gets: then we add no request of our own.
 GPU_OPTIONS = ("--gres", "--gpus", "--gpus-per-task", "--gpus-per-node", "-G")
 WAITING_STATES = ("PENDING", "CONFIGURING", "REQUEUED", "RESIZING", "SUSPENDED")
@@ -85,8 +86,10 @@ def grade_on_slurm(submissions, out="reports", suite="all", timeout=None, only=(
     gpu = wants_gpu(sbatch_args)
     chunks = split(students, MAX_ARRAY_TASKS)
     before = {student: _stamp(out / student) for student in students}
-    submitted = submit(out, options | {"gpus": None if gpu else ""}, chunks, list(sbatch_args),
-                       array_parallelism, gpu)
+    class_files_before = _stamp(out, "grades.csv")
+    sbatch_args = list(sbatch_args) + time_limit(sbatch_args, timeout or runner.DEFAULT_TIMEOUT,
+                                                 max(map(len, chunks)))
+    submitted = submit(out, options | {"gpus": None if gpu else ""}, chunks, sbatch_args, array_parallelism, gpu)
     say(f"submitted array job {submitted.array_job} ({len(chunks)} tasks, {len(students)} submissions"
         f"{', one GPU each' if gpu else ''}) and report job {submitted.report_job}")
     if no_wait:
@@ -98,6 +101,10 @@ def grade_on_slurm(submissions, out="reports", suite="all", timeout=None, only=(
     except KeyboardInterrupt:
         say(f"stopped waiting; the jobs go on (scancel {submitted.array_job} {submitted.report_job} stops them)")
         return 130
+    if _stamp(out, "grades.csv") == class_files_before:
+        say(f"the report job wrote no class files (its log is in {out / PLAN_DIR / 'logs'}); "
+            f"`grader report {out}` writes them")
+        return 1
     if missing:
         say(f"{len(missing)} submission(s) got no result (task cancelled, killed or failed; its log is in "
             f"{out / PLAN_DIR / 'logs'}): {', '.join(missing)}. Run the same command again to grade them.")
@@ -157,6 +164,14 @@ def wants_gpu(sbatch_args, run=subprocess.run) -> bool:
     if nodes.returncode != 0:
         raise GraderError(f"scontrol show nodes failed: {nodes.stderr.strip()[-300:]}")
     return any(field.startswith("Gres=") and "gpu" in field for field in nodes.stdout.split())
+
+
+def time_limit(sbatch_args, budget_s: float, per_task: int) -> list[str]:
+    """`--time` for the tasks, from the per-submission budget, unless the TA gave one: a limit close
+    to the real need lets Slurm backfill, and partitions' defaults may be shorter than grading."""
+    if any(arg.split("=", 1)[0] in ("--time", "-t") for arg in sbatch_args):
+        return []
+    return [f"--time={int(-(-budget_s * per_task // 60)) + SETUP_MINUTES}"]
 
 
 # --- submitting ------------------------------------------------------------------------------------
@@ -288,9 +303,9 @@ def parse_queue(text: str) -> dict[tuple[str, int | None], str]:
     return states
 
 
-def _stamp(folder: Path):
+def _stamp(folder: Path, name: str = RESULT_FILE):
     try:
-        status = (folder / RESULT_FILE).stat()
+        status = (folder / name).stat()
     except OSError:
         return None
     return status.st_mtime_ns, status.st_size, status.st_ino
