@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from grader.errors import GraderError
 from grader.grade import slurm
 from grader.grade.runner import grade_all
 
@@ -149,6 +150,11 @@ def test_tasks_ask_for_one_gpu_only_when_the_ta_did_not_say_and_the_report_job_n
     assert slurm.wants_gpu([], run=scontrol("gpu:2")) is True
     assert slurm.wants_gpu([], run=scontrol("(null)")) is False
     assert slurm.wants_gpu(["--gres=gpu:a100:1"], run=scontrol("gpu:2")) is False
+
+
+def test_local_sharing_options_are_refused_with_slurm(tmp_path):
+    with pytest.raises(GraderError, match="--gpus does not apply with --slurm"):
+        slurm.grade_on_slurm(tmp_path, out=tmp_path / "out", gpus="0,1")
 
 
 def test_tasks_get_a_time_limit_from_the_budget_unless_the_ta_gave_one():

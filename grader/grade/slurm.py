@@ -55,11 +55,13 @@ class Submitted:
 def grade_on_slurm(submissions, out="reports", suite="all", timeout=None, only=(), force=False,
                    no_sandbox=False, no_perf=False, worker_memory=None, sbatch_args=(), array_parallelism=None,
                    no_wait=False, tests_root=None, points_dir=None, quiet=False, poll_s=2.0,
-                   gpus=None, jobs=None) -> int:
-    """The `grader grade --slurm` command; returns the exit status."""
-    if gpus is not None or jobs is not None:
-        raise GraderError("--gpus and --jobs do not apply with --slurm: Slurm gives each task its GPU "
-                          "(pass --sbatch-arg for other resources)")
+                   **local_options) -> int:
+    """The `grader grade --slurm` command; returns the exit status. Options of a local run that say
+    how to share this machine (--gpus, --jobs, ...) are refused when given: Slurm places the tasks."""
+    for name, value in local_options.items():
+        if value not in (None, False, ()):
+            raise GraderError(f"--{name.replace('_', '-')} does not apply with --slurm: Slurm gives each "
+                              "task its GPU (pass --sbatch-arg for other resources)")
     if array_parallelism is not None and array_parallelism < 1:
         raise GraderError(f"--array-parallelism must be at least 1, got {array_parallelism}")
     if timeout is not None and timeout <= 0:
