@@ -41,7 +41,7 @@ def test_grade_passes_every_option_to_grade_all(monkeypatch, tmp_path):
 
 
 def test_grade_slurm_passes_the_slurm_options_to_grade_on_slurm(monkeypatch, tmp_path):
-    from grader import slurm
+    from grader.grade import slurm
 
     seen = {}
     monkeypatch.setattr(slurm, "grade_on_slurm", lambda *a, **k: seen.update(k) or 0)
