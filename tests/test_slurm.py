@@ -33,7 +33,7 @@ HANG = "def answer():\n    while True:\n        pass\n"
 
 def _squeue(*args) -> list[str]:
     done = subprocess.run(["squeue", "--noheader", "--array", *args], capture_output=True, text=True, timeout=60)
-    return done.stdout.split("\n") if done.stdout.strip() else []
+    return done.stdout.splitlines()
 
 
 @pytest.fixture(scope="module")
