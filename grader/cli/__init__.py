@@ -53,7 +53,8 @@ IMPL = click.option("--impl", "impl_name", default="solutions", show_default=Tru
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Parallel submissions on a CPU-only machine.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Wall-clock budget per submission, seconds.")
-@click.option("--only", multiple=True, help="Grade only these student ids (repeatable).")
+@click.option("--only", multiple=True,
+              help="Grade only these student ids (repeatable); unchanged ones are kept unless --force.")
 @click.option("--force", is_flag=True, help="Regrade even when files and suite are unchanged.")
 @click.option("--no-sandbox", is_flag=True, help="Do not run submissions inside bubblewrap.")
 @NO_PERF
@@ -64,7 +65,7 @@ IMPL = click.option("--impl", "impl_name", default="solutions", show_default=Tru
               "submission (checkout, venv and --out on a shared filesystem).")
 @click.option("--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",
               help="With --slurm: pass ARG to sbatch, e.g. --sbatch-arg=--partition=gpu (repeatable).")
-@click.option("--array-parallelism", type=int, default=None, metavar="P",
+@click.option("--array-parallelism", type=click.IntRange(min=1), default=None, metavar="P",
               help="With --slurm: at most P tasks of the array run at once.")
 @click.option("--no-wait", is_flag=True, help="With --slurm: submit and return instead of waiting.")
 def grade(slurm, sbatch_args, array_parallelism, no_wait, **options):
