@@ -71,9 +71,10 @@ def graded(cluster, tmp_path_factory):
     first = slurm.grade_on_slurm(subs, out=out, poll_s=0.5, **options)
     stamps = _stamps(out)
     plans = sorted((out / slurm.PLAN_DIR).glob("plan-*.json"))
+    logs = {p.name: p.read_text() for p in (out / slurm.PLAN_DIR / "logs").iterdir()}
     second = slurm.grade_on_slurm(subs, out=out, poll_s=0.5, **options)
     return SimpleNamespace(root=root, subs=subs, out=out, options=options, first=first, second=second,
-                           stamps=stamps, plans=plans)
+                           stamps=stamps, plans=plans, logs=logs)
 
 
 def _stamps(out: Path) -> dict:
@@ -93,8 +94,16 @@ def test_tasks_ran_on_both_nodes_one_per_submission(graded):
     assert len(graded.plans) == 1
     chunks = json.loads(graded.plans[0].read_text())["chunks"]
     assert sorted(s for chunk in chunks for s in chunk) == sorted(graded.stamps) and len(chunks) == 6
-    logs = " ".join(p.read_text() for p in (graded.out / slurm.PLAN_DIR / "logs").glob("*_*.log"))
+    logs = " ".join(text for name, text in graded.logs.items() if not name.endswith("-report.log"))
     assert "on node n1" in logs and "on node n2" in logs
+
+
+def test_only_the_report_job_writes_the_class_files(graded):
+    tasks = [text for name, text in graded.logs.items() if not name.endswith("-report.log")]
+    report, = [text for name, text in graded.logs.items() if name.endswith("-report.log")]
+    assert len(tasks) == 6 and all("graded" in log or "not_gradable" in log for log in tasks)
+    assert not any("grades.csv" in log for log in tasks)          # a task would say "wrote .../grades.csv"
+    assert "wrote" in report and "grades.csv" in report
 
 
 def test_second_run_submits_nothing_and_keeps_every_result(graded):
@@ -116,7 +125,9 @@ def test_task_cancelled_mid_run_leaves_no_result_and_is_graded_alone_next(graded
         task = next((job for job, state in running if state == "RUNNING"), None)
         time.sleep(0.5)
     assert task is not None, "the hanging submission's task never started"
-    time.sleep(5)                                      # well into its checking run, which never ends
+    with pytest.raises(GraderError, match="still queued or running"):   # no second copy of that task
+        slurm.grade_on_slurm(graded.subs, out=graded.out, **graded.options)
+    time.sleep(3)                                      # well into its checking run, which never ends
     subprocess.run(["scancel", task], check=True, timeout=60)
     waiting.join(timeout=120)
     assert outcome.get("status") == 1                  # the wait says a submission got no result
@@ -162,6 +173,13 @@ def test_tasks_get_a_time_limit_from_the_budget_unless_the_ta_gave_one():
     assert slurm.time_limit(["--time=5:00:00"], 1800.0, 2) == []
 
 
+def test_only_queued_jobs_writing_into_this_output_folder_block_a_new_run(tmp_path):
+    listing = f"7 {tmp_path / 'a' / '.slurm'}\n7 {tmp_path / 'a' / '.slurm'}\n9 {tmp_path / 'b' / '.slurm'}\n"
+    squeue = lambda *a, **k: subprocess.CompletedProcess(a, 0, listing, "")  # noqa: E731
+    assert slurm.earlier_jobs(tmp_path / "a" / ".slurm", run=squeue) == ["7"]
+    assert slurm.earlier_jobs(tmp_path / "c" / ".slurm", run=squeue) == []
+
+
 def test_queue_listing_maps_array_tasks_and_the_report_job():
     text = "41 0 RUNNING\n41 3 PENDING\n42 N/A PENDING\n"
     assert slurm.parse_queue(text) == {("41", 0): "RUNNING", ("41", 3): "PENDING", ("42", None): "PENDING"}
@@ -172,12 +190,3 @@ def test_a_class_larger_than_slurms_array_limit_is_chunked():
     chunks = slurm.split(students, 1000)
     assert len(chunks) <= 1000 and [s for chunk in chunks for s in chunk] == students
     assert slurm.split(["a", "b"], 1000) == [["a"], ["b"]]
-
-
-def test_a_task_writes_its_students_results_but_never_the_class_files(tmp_path):
-    write_suite(tmp_path / "suite")
-    make_submission(tmp_path / "subs", "good", {"softmax.py": GOOD_SOFTMAX})
-    assert grade_all(tmp_path / "subs", out=tmp_path / "out", gpus="", tests_root=tmp_path / "suite",
-                     points_dir=tmp_path / "suite" / "points", quiet=True, class_files=False) == 0
-    assert (tmp_path / "out" / "good" / "result.json").is_file()
-    assert not (tmp_path / "out" / "grades.csv").exists() and not (tmp_path / "out" / "index.html").exists()

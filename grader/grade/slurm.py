@@ -79,6 +79,10 @@ def grade_on_slurm(submissions, out="reports", suite="all", timeout=None, only=(
                "tests_root": str(Path(tests_root or runner.REPO_ROOT).resolve()),
                "points_dir": str(Path(points_dir or POINTS_DIR).resolve())}
     points = load_points(Path(options["points_dir"]))
+    earlier = earlier_jobs(out / PLAN_DIR)
+    if earlier:
+        raise GraderError(f"jobs {', '.join(earlier)} of an earlier --slurm run into {out} are still queued or "
+                          "running: wait for them (squeue) or cancel them (scancel), then run this again")
     out.mkdir(parents=True, exist_ok=True)
     students = students_to_grade(options, tuple(only), say)
     if not students:
@@ -291,6 +295,24 @@ def queue_states(jobs: list[str], run=subprocess.run) -> dict[tuple[str, int | N
             return {}
         return {(jobs[0], None): "UNKNOWN"}
     return parse_queue(listing.stdout)
+
+
+def earlier_jobs(folder: Path, run=subprocess.run) -> list[str]:
+    """Our jobs still in the queue that write into this output folder (their working directory is its
+    plan folder): submitting again now would grade their students twice."""
+    try:
+        listing = run(["squeue", "--noheader", f"--name={ARRAY_JOB_NAME},{REPORT_JOB_NAME}", "--format=%A %Z"],
+                      capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise GraderError(f"squeue failed: {error}") from None
+    if listing.returncode != 0:
+        raise GraderError(f"squeue failed: {listing.stderr.strip()[-300:]}")
+    jobs = []
+    for line in listing.stdout.splitlines():
+        job, _, workdir = line.partition(" ")
+        if workdir.strip() and Path(workdir.strip()) == folder and job not in jobs:
+            jobs.append(job)
+    return jobs
 
 
 def parse_queue(text: str) -> dict[tuple[str, int | None], str]:
