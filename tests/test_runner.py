@@ -10,15 +10,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from fake_suite import GOOD_MATMUL, GOOD_SOFTMAX
+from fake_suite import make_submission as _submission
+from fake_suite import write_suite as _write_suite
 
 from grader.grade import checking_run, runner
 from grader.grade.checking_run import classify_exit
 from grader.grade.runner import detect_gpus, grade_all, parse_gpus
 from grader.grade.sandbox import find_bwrap
-
-from fake_suite import GOOD_MATMUL, GOOD_SOFTMAX
-from fake_suite import make_submission as _submission
-from fake_suite import write_suite as _write_suite
 
 REPO = Path(__file__).resolve().parent.parent
 BUDGET = 300.0     # seconds per submission: never reached by a submission that returns

@@ -17,12 +17,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from fake_suite import GOOD_MATMUL, GOOD_SOFTMAX, make_submission, write_suite
 
 from grader.errors import GraderError
 from grader.grade import slurm
 from grader.grade.runner import grade_all
-
-from fake_suite import GOOD_MATMUL, GOOD_SOFTMAX, make_submission, write_suite
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "slurm_cluster.sh"

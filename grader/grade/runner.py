@@ -37,7 +37,7 @@ from grader.errors import BadSubmission, GraderError
 from grader.points import POINTS_DIR, load_points
 from grader.report import gradebook, html
 from grader.report.atomic import write_atomic
-from grader.report.class_files import RESULT_FILE, load_results, write_class_files
+from grader.report.class_files import RESULT_FILE, write_class_files
 from grader.report.model import build_result, maximum, not_gradable_result, points_text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

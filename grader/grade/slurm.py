@@ -24,8 +24,8 @@ from pathlib import Path
 
 import click
 
-from grader.grade import runner, submission
 from grader.errors import BadSubmission, GraderError
+from grader.grade import runner, submission
 from grader.points import POINTS_DIR, load_points
 from grader.report.atomic import write_atomic
 from grader.report.class_files import RESULT_FILE, write_class_files
