@@ -16,6 +16,13 @@ import torch
 
 OUTPUT_FACTOR = 2.0
 GRADIENT_FACTOR = 3.0
+# The floor of the low-precision rule in units of the result dtype's eps times the result's largest
+# magnitude: a correct kernel rounds its output once (half an ulp), so it stays under a quarter of the
+# bound, while the naive yardstick alone can land within an ulp of it (a coin flip, issue 15).
+ULP_FLOOR = 2.0
+# Relative errors (error / largest |reference|) that name their cause: a float32 result off by about
+# TF32's eps (2^-10) was multiplied in TF32; off by about the inputs' eps it was accumulated in them.
+TF32_EPS = 2.0 ** -10
 
 
 def max_abs_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
@@ -29,21 +36,69 @@ def max_abs_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
 
 
 def assert_close_lowp(actual, reference, naive, *, factor: float = OUTPUT_FACTOR, floor: float = 1e-5,
-                      what: str = "output", context: str = "") -> None:
-    """Pass when |actual - reference| <= factor * |naive - reference| + floor (max over elements).
+                      ulps: float = 0.0, input_dtype=None, what: str = "output", context: str = "") -> None:
+    """Pass when |actual - reference| <= factor * |naive - reference| + floor + ulps * eps * max|reference|
+    (max over elements; eps is that of `actual`'s dtype, so `ulps` sets a floor in units of the result's ulp).
 
     `reference` is the computation in fp32 or fp64; `naive` is the same computation done plainly in
-    PyTorch at the low precision under test.
+    PyTorch at the low precision under test. `input_dtype` (the inputs' dtype, when it differs from the
+    result's) lets a failure say when its size matches a known cause (see `error_signature`).
     """
     _check_shapes(actual, reference, what, context)
+    allowed, scale = lowp_allowed(actual.dtype, reference, naive, factor=factor, floor=floor, ulps=ulps,
+                                  what=what, context=context)
+    rule = f"{factor:g} x naive low-precision error + {floor:g}"
+    if ulps:
+        rule += f" + {ulps:g} ulp of {_dtype_name(actual.dtype)} at |{what}| = {scale:.3g}"
+    _fail_if_above(actual, reference, allowed, rule, what, context,
+                   note=lambda error: error_signature(error, scale, actual.dtype, input_dtype or actual.dtype))
+
+
+def lowp_allowed(result_dtype, reference, naive, *, factor: float = OUTPUT_FACTOR, floor: float = 1e-5,
+                 ulps: float = 0.0, what: str = "output", context: str = "") -> tuple[float, float]:
+    """(the largest error `assert_close_lowp` allows, max |reference|): the rule in one place, so a
+    seed sweep can measure how far inside the bound a correct implementation stays."""
     naive_error = max_abs_error(naive.to(reference.dtype), reference)
     if not math.isfinite(naive_error):
         # An overflowing yardstick would allow anything, NaN included: refuse to judge with it.
         raise ValueError(f"{_where(context)}{what}: the naive low-precision result is not finite, so it "
                          "cannot set a tolerance; choose inputs the naive computation survives")
-    allowed = factor * naive_error + floor
-    _fail_if_above(actual, reference, allowed,
-                   f"{factor:g} x naive low-precision error + {floor:g}", what, context)
+    scale = _largest_finite(reference)
+    return factor * naive_error + floor + ulps * _eps(result_dtype) * scale, scale
+
+
+def error_signature(error: float, scale: float, result_dtype, input_dtype) -> str:
+    """A sentence naming the likely cause when an error's size matches a known signature, else ""."""
+    if not math.isfinite(error) or scale <= 0 or error <= 0:
+        return ""
+    relative = error / scale
+    if result_dtype == torch.float32 and input_dtype == torch.float32 and TF32_EPS / 8 <= relative <= TF32_EPS * 8:
+        return ("This error is TF32-sized (about 1e-3 relative): on a GPU, tl.dot on float32 inputs multiplies "
+                "in TF32 unless you pass input_precision=\"ieee\"; fp32 checks require IEEE fp32 products "
+                "(the CPU interpreter ignores input_precision, so this shows only on a GPU)")
+    if input_dtype in (torch.float16, torch.bfloat16):
+        eps = _eps(input_dtype)
+        name = _dtype_name(input_dtype)
+        if result_dtype == torch.float32 and eps / 8 <= relative <= eps * 64:
+            return (f"This error is the size of {name} rounding: keep the running max, the running sum and "
+                    f"lse in float32 (compute in float32, not in the inputs' {name})")
+        if result_dtype == input_dtype and eps <= relative <= eps * 64:
+            return (f"This error is several {name} ulps: accumulate in float32 and round to {name} once, "
+                    "when storing the result")
+    return ""
+
+
+def _eps(dtype) -> float:
+    return torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _largest_finite(reference) -> float:
+    finite = reference.double()[torch.isfinite(reference.double())]
+    return float(finite.abs().max()) if finite.numel() else 0.0
 
 
 def assert_close(actual, expected, *, atol: float, rtol: float = 0.0, what: str = "output",
@@ -78,12 +133,14 @@ def _check_shapes(actual, reference, what, context):
                     f"{tuple(reference.shape)}", pytrace=False)
 
 
-def _fail_if_above(actual, reference, allowed, rule, what, context):
+def _fail_if_above(actual, reference, allowed, rule, what, context, note=None):
     diff = torch.nan_to_num((actual.double() - reference.double()).abs(), nan=float("inf"), posinf=float("inf"))
     same_inf = torch.isinf(actual.double()) & (actual.double() == reference.double())
     bad = (diff > allowed) & ~same_inf
     if bool(bad.any()):
-        _fail(actual, reference, diff, bad, f"allowed {allowed:.3g} ({rule})", what, context)
+        hint = note(float(torch.where(same_inf, 0.0, diff).max())) if note else ""
+        _fail(actual, reference, diff, bad, f"allowed {allowed:.3g} ({rule})" + (f". {hint}" if hint else ""),
+              what, context)
 
 
 def _fail(actual, expected, diff, bad, rule, what, context):
