@@ -122,3 +122,34 @@ def test_randn_is_reproducible_per_generator_and_casts():
     first = randn((4, 4), dtype=torch.bfloat16, gen=torch.Generator().manual_seed(7))
     second = randn((4, 4), dtype=torch.bfloat16, gen=torch.Generator().manual_seed(7))
     assert first.dtype == torch.bfloat16 and torch.equal(first, second)
+
+
+def test_lowp_ulp_floor_scales_with_the_results_magnitude_and_dtype():
+    reference = torch.tensor([1000.0, 1.0], dtype=torch.float64)
+    naive = reference.half()                                  # exact: the naive error is 0
+    one_ulp_off = torch.tensor([1000.5, 1.0], dtype=torch.float16)   # 0.5 = 1 ulp of fp16 at 1000
+    with pytest.raises(Failed, match=r"2 ulp of float16 at \|o\| = 1e\+03"):
+        assert_close_lowp(torch.tensor([1002.0, 1.0], dtype=torch.float16), reference, naive, ulps=2, what="o")
+    assert_close_lowp(one_ulp_off, reference, naive, ulps=2, what="o")
+
+
+def test_lowp_names_tf32_when_a_float32_error_is_tf32_sized():
+    reference = torch.linspace(-4, 4, 64, dtype=torch.float64)
+    tf32_like = (reference * (1 + 2.0 ** -11)).float()
+    with pytest.raises(Failed, match=r'TF32-sized.*input_precision="ieee"'):
+        assert_close_lowp(tf32_like, reference, reference.float(), ulps=2)
+
+
+def test_lowp_names_input_dtype_accumulation_for_a_float32_result_of_half_inputs():
+    reference = torch.linspace(1, 5, 64, dtype=torch.float64)
+    rounded_through_fp16 = reference.half().float()
+    with pytest.raises(Failed, match="size of float16 rounding: keep the running max, the running sum and lse in float32"):
+        assert_close_lowp(rounded_through_fp16, reference, reference.float(), ulps=2, input_dtype=torch.float16,
+                          what="lse")
+
+
+def test_lowp_adds_no_hint_to_a_plainly_wrong_result():
+    reference = torch.linspace(1, 5, 64, dtype=torch.float64)
+    with pytest.raises(Failed) as failure:
+        assert_close_lowp((reference * 1.5).float(), reference, reference.float(), ulps=2)
+    assert "TF32" not in str(failure.value) and "rounding" not in str(failure.value)
