@@ -27,6 +27,9 @@ SUITES = ("public", "hidden")
 LADDER_LEVELS = ("pass", "good", "excellent")
 # Fraction of a perf check's points earned at each ladder level.
 LEVEL_CREDIT = {"below": 0.0, "pass": 0.5, "good": 0.8, "excellent": 1.0}
+# What a correctness check grades (issue 15): core shapes and dtypes, robustness beyond them, or a rule
+# of the code; "" for problems that do not split. A kernel exact on core earns half its points or more.
+TIERS = ("", "core", "robustness", "rules")
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class Check:
     perf: bool = False
     baseline: str = ""
     ladder: Ladder | None = None
+    tier: str = ""                   # one of TIERS
+    kernel: str = ""                 # which kernel of the problem the check grades ("" if none)
 
 
 @dataclass(frozen=True)
@@ -152,8 +157,12 @@ def _load_check(path, problem_id, check_id, spec, *, perf, calibration) -> Check
     if suite not in SUITES:
         raise PointsFileError(f"{path}: {where}.suite must be one of {SUITES}, got {suite!r}")
     ladder = _ladder(path, where, spec, calibration) if perf else None
+    tier = spec.get("tier", "")
+    if tier not in TIERS:
+        raise PointsFileError(f"{path}: {where}.tier must be one of {TIERS[1:]}, got {tier!r}")
     return Check(check_id, problem_id, float(points), suite, spec.get("description", ""),
-                 perf=perf, baseline=spec.get("baseline", ""), ladder=ladder)
+                 perf=perf, baseline=spec.get("baseline", ""), ladder=ladder, tier=tier,
+                 kernel=str(spec.get("kernel", "")))
 
 
 def _ladder(path, where, spec, calibration) -> Ladder:

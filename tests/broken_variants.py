@@ -99,6 +99,13 @@ VARIANTS = {
          "        dq = (ds @ k.float() * scale).to(q.dtype)\n"
          "        dk = (ds.transpose(-1, -2) @ q.float() * scale).to(k.dtype)"),
     )),
+    "fa_no_boundary_mask": Variant("flash_attention", "the kernels have no boundary masks: a length that is "
+                                   "not a multiple of the tile reads out of bounds and kills the process", (
+        ("    grid = (triton.cdiv(n_q, cfg[\"BLOCK_M\"]), batch * heads)\n",
+         "    if n_q % cfg[\"BLOCK_M\"] or n_k % cfg[\"BLOCK_N\"]:\n"
+         "        os._exit(139)  # BUG: stands for the unmasked loads' out-of-bounds access (a segfault)\n"
+         "    grid = (triton.cdiv(n_q, cfg[\"BLOCK_M\"]), batch * heads)\n"),
+    )),
     "fa_calls_sdpa": Variant("flash_attention", "the 'Triton' forward calls scaled_dot_product_attention", (
         ('    """Run `_attn_fwd` on 4-D tensors; returns (o, lse) with lse fp32 [batch, heads, n_q]."""\n',
          '    """Run `_attn_fwd` on 4-D tensors; returns (o, lse) with lse fp32 [batch, heads, n_q]."""\n'

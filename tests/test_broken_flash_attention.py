@@ -3,12 +3,17 @@ is the reference solution with one bug, and the hidden tests that target that bu
 pass on the reference, so the failure is the bug's).
 """
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from broken_variants import build_variant
+
+from grader.points import load_points
+from grader.results import read_stream
+from grader.scoring import score_checks
 
 REPO = Path(__file__).resolve().parent.parent
 HIDDEN_SUITE = "tests_hidden/test_flash_attention_hidden.py"
@@ -43,3 +48,33 @@ def test_hidden_suite_selections_pass_on_reference():
     output = result.stdout + result.stderr
     assert result.returncode == 0, f"the reference fails the selections used above\n{output[-3000:]}"
     assert " passed" in output and " failed" not in output, output[-3000:]
+
+
+def test_wrong_but_honest_kernel_keeps_the_rule_points(tmp_path):
+    # issue 15: the rules ran at n=40 in fp16 and asserted the values, so any bug also cost the rule
+    result = run_hidden_suite(build_variant("fa_no_rescale", tmp_path), "uses_no_torch_attention_ops")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 and " passed" in output, output[-3000:]
+
+
+def test_kernel_exact_on_core_shapes_earns_half_its_points_when_ragged_lengths_crash(tmp_path):
+    # issue 15: a kernel without boundary masks crashed every case and got 0 of 26 Triton points
+    results = tmp_path / "results.jsonl"
+    command = [sys.executable, "-m", "pytest", "tests_public/test_flash_attention.py", "--isolate", "-q",
+               "--impl", str(build_variant("fa_no_boundary_mask", tmp_path)), "-k", "triton and forward",
+               "-p", "no:cacheprovider", "--results-json", str(results)]
+    run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    records = [json.loads(line) for line in results.read_text().splitlines()[1:-1]]
+    outcomes = {record["nodeid"].split("::")[1]: record["outcome"] for record in records}
+    core = {name: outcome for name, outcome in outcomes.items() if "matches_fp64" in name}
+    robust = {name: outcome for name, outcome in outcomes.items() if "handles_ragged" in name}
+    assert core and set(core.values()) == {"passed"}, run.stdout[-3000:]
+    # every ragged case died alone: the aligned fp16 case after it still passed in a fresh worker
+    assert robust["test_triton_forward_handles_ragged_rectangular_and_fp16[aligned_fp16]"] == "passed"
+    assert list(robust.values()).count("failed") == len(robust) - 1, robust
+    assert "died" in " ".join(record["message"] for record in records if record["outcome"] == "failed")
+    run_results, _ = read_stream(results.read_text())
+    scores = score_checks(load_points(), run_results.tests, ("public",))
+    triton_forward = [c for p in scores for c in p.checks if c.check.kernel == "triton_forward" and c.tests]
+    earned, possible = sum(c.earned for c in triton_forward), sum(c.possible for c in triton_forward)
+    assert earned >= possible / 2 > 0, [(c.check.id, c.earned) for c in triton_forward]

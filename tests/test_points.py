@@ -146,3 +146,22 @@ def test_calibrated_ladder_must_rise_too(tmp_path):
                                           (0.85, "excellent"), (3.0, "excellent")])
 def test_ladder_levels_start_at_their_ratio(ratio, level):
     assert Ladder(0.5, 0.7, 0.85).level(ratio) == level
+
+
+def test_a_kernel_exact_on_core_shapes_earns_at_least_half_its_correctness_points():
+    # issue 15: a kernel without boundary masks used to score 0 of 26 Triton points
+    table = load_points(POINTS_DIR)
+    kernels: dict[tuple[str, str], dict[str, float]] = {}
+    for problem in table.problems:
+        for check in problem.checks:
+            if check.kernel and check.tier in ("core", "robustness"):
+                tiers = kernels.setdefault((problem.id, check.kernel), {"core": 0.0, "robustness": 0.0})
+                tiers[check.tier] += check.points
+    assert ("flash_attention", "triton_forward") in kernels
+    for (problem, kernel), tiers in kernels.items():
+        assert tiers["core"] >= tiers["robustness"], f"{problem} {kernel}: core {tiers['core']} < half of {tiers}"
+
+
+def test_an_unknown_tier_is_refused(tmp_path):
+    with pytest.raises(PointsFileError, match="tier must be one of"):
+        load(write_points(tmp_path, GOOD.replace('suite = "public"', 'suite = "public"\ntier = "easy"', 1)))

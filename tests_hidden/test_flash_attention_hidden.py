@@ -24,53 +24,62 @@ SEEDS = [0, 1]  # each id also gets its own generator seed; two draws per case
 # ------------------------------------------------------------------ Triton forward, more shapes
 
 
-def forward_shape_cases(on_gpu):
-    """(q shape, n_k, causal): ragged lengths, n_q != n_k both ways, d = 16 .. 128, 3-D inputs."""
-    if on_gpu:
-        return [((2, 3, 1000, 64), 1000, True), ((1, 2, 513, 128), 777, False), ((4, 2, 129, 16), 129, True),
-                ((2, 1025, 32), 1025, True), ((1, 2, 700, 64), 65, False), ((1, 1, 1, 128), 1, True)]
-    return [((1, 2, 33, 16), 33, False), ((1, 1, 65, 32), 65, True), ((2, 1, 17, 16), 80, False),
-            ((1, 1, 50, 16), 7, False), ((2, 30, 32), 30, True), ((1, 1, 20, 128), 40, False),
-            ((1, 1, 1, 16), 1, True)]
+# name -> ((q shape, n_k, causal) in the interpreter, the same on a GPU): ragged lengths, n_q != n_k both
+# ways, d = 16 .. 128, 3-D inputs. Each case is its own test: a crash costs that case only.
+FORWARD_SHAPES = {
+    "ragged_d16": (((1, 2, 33, 16), 33, False), ((2, 3, 1000, 64), 1000, True)),
+    "ragged_causal": (((1, 1, 65, 32), 65, True), ((1, 2, 513, 128), 777, False)),
+    "fewer_queries": (((2, 1, 17, 16), 80, False), ((4, 2, 129, 16), 129, True)),
+    "fewer_keys": (((1, 1, 50, 16), 7, False), ((1, 2, 700, 64), 65, False)),
+    "three_dims": (((2, 30, 32), 30, True), ((2, 1025, 32), 1025, True)),
+    "d128": (((1, 1, 20, 128), 40, False), ((1, 2, 513, 128), 777, False)),
+    "one_token": (((1, 1, 1, 16), 1, True), ((1, 1, 1, 128), 1, True)),
+}
 
 
 @pytest.mark.check("flash_attention.hidden.forward_shapes")
 @pytest.mark.triton
 @pytest.mark.parametrize("seed", SEEDS, ids=lambda s: f"draw{s}")
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
-def test_triton_forward_handles_ragged_and_rectangular_shapes(impl, device, on_gpu, gen, dtype, seed):
-    for shape_q, n_k, is_causal in forward_shape_cases(on_gpu):
-        q, k, v = random_qkv(shape_q, n_k, dtype, device, gen)
-        o, lse = impl.flash_attention.flash_attention_forward(q, k, v, is_causal)
-        assert tuple(lse.shape) == tuple(q.shape[:-1]), \
-            f"[{describe(q, k, is_causal)}] lse has shape {tuple(lse.shape)}, expected {tuple(q.shape[:-1])}"
-        assert_forward_matches(o, lse, q, k, v, is_causal)
+@pytest.mark.parametrize("case", FORWARD_SHAPES)
+def test_triton_forward_handles_ragged_and_rectangular_shapes(impl, device, on_gpu, gen, case, dtype, seed):
+    shape_q, n_k, is_causal = FORWARD_SHAPES[case][on_gpu]
+    q, k, v = random_qkv(shape_q, n_k, dtype, device, gen)
+    o, lse = impl.flash_attention.flash_attention_forward(q, k, v, is_causal)
+    assert tuple(lse.shape) == tuple(q.shape[:-1]), \
+        f"[{describe(q, k, is_causal)}] lse has shape {tuple(lse.shape)}, expected {tuple(q.shape[:-1])}"
+    assert_forward_matches(o, lse, q, k, v, is_causal)
 
 
 # ------------------------------------------------------------------ Triton backward, more shapes
 
-
-def backward_shape_cases(on_gpu, is_causal):
-    if on_gpu:
-        cases = [((2, 2, 1000, 64), 1000), ((1, 2, 333, 128), 333), ((2, 3, 257, 16), 257), ((2, 515, 32), 515)]
-        rectangular = [((1, 2, 300, 64), 701), ((1, 2, 513, 128), 100)]
-    else:
-        cases = [((1, 1, 45, 16), 45), ((1, 1, 20, 128), 20), ((2, 24, 16), 24)]
-        rectangular = [((1, 2, 33, 32), 20), ((1, 1, 17, 16), 50)]
-    return cases if is_causal else cases + rectangular
+# name -> ((q shape, n_k) in the interpreter, the same on a GPU); the rectangular ones run non-causal only
+BACKWARD_SHAPES = {
+    "ragged_d16": (((1, 1, 45, 16), 45), ((2, 2, 1000, 64), 1000)),
+    "ragged_d128": (((1, 1, 20, 128), 20), ((1, 2, 333, 128), 333)),
+    "three_dims": (((2, 24, 16), 24), ((2, 515, 32), 515)),
+    "three_heads_d16": (((1, 3, 33, 16), 33), ((2, 3, 257, 16), 257)),
+}
+RECTANGULAR_BACKWARD = {
+    "more_keys": (((1, 2, 33, 32), 20), ((1, 2, 300, 64), 701)),
+    "fewer_keys": (((1, 1, 17, 16), 50), ((1, 2, 513, 128), 100)),
+}
+BACKWARD_CASES = [(name, False) for name in [*BACKWARD_SHAPES, *RECTANGULAR_BACKWARD]] + \
+                 [(name, True) for name in BACKWARD_SHAPES]
 
 
 @pytest.mark.check("flash_attention.hidden.backward_shapes")
 @pytest.mark.triton
-@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
-def test_triton_backward_handles_ragged_and_rectangular_shapes(impl, device, on_gpu, gen, dtype, is_causal):
-    for shape_q, n_k in backward_shape_cases(on_gpu, is_causal):
-        q, k, v = random_qkv(shape_q, n_k, dtype, device, gen)
-        grad_o = randn(shape_q, dtype=dtype, device=device, gen=gen)
-        o, *grads = impl.run(attention_forward_backward, "flash_attention", q, k, v, grad_o, is_causal)
-        assert_forward_matches(o, None, q, k, v, is_causal)
-        assert_backward_matches(grads, q, k, v, grad_o, is_causal)
+@pytest.mark.parametrize("case,is_causal", BACKWARD_CASES,
+                         ids=[f"{name}-{'causal' if causal else 'full'}" for name, causal in BACKWARD_CASES])
+def test_triton_backward_handles_ragged_and_rectangular_shapes(impl, device, on_gpu, gen, dtype, case, is_causal):
+    shape_q, n_k = {**BACKWARD_SHAPES, **RECTANGULAR_BACKWARD}[case][on_gpu]
+    q, k, v = random_qkv(shape_q, n_k, dtype, device, gen)
+    grad_o = randn(shape_q, dtype=dtype, device=device, gen=gen)
+    o, *grads = impl.run(attention_forward_backward, "flash_attention", q, k, v, grad_o, is_causal)
+    assert_forward_matches(o, None, q, k, v, is_causal)
+    assert_backward_matches(grads, q, k, v, grad_o, is_causal)
 
 
 # ------------------------------------------------------------------ PyTorch path, odd tiles
@@ -101,9 +110,14 @@ def test_pytorch_backward_over_several_tiles(impl, device, gen, dtype, is_causal
 # ------------------------------------------------------------------ stability
 
 
-@pytest.mark.check("flash_attention.hidden.stability")
-@pytest.mark.parametrize("function", ["flash_attention_forward_pytorch",
-                                      pytest.param("flash_attention_forward", marks=pytest.mark.triton)])
+STABILITY_FUNCTIONS = [
+    pytest.param("flash_attention_forward_pytorch", marks=pytest.mark.check("flash_attention.hidden.stability")),
+    pytest.param("flash_attention_forward", marks=[pytest.mark.triton,
+                                                   pytest.mark.check("flash_attention.hidden.triton_stability")]),
+]
+
+
+@pytest.mark.parametrize("function", STABILITY_FUNCTIONS)
 def test_large_scores_do_not_overflow(impl, device, gen, function):
     # scores of a few hundred: exp overflows fp32 unless the running max is subtracted
     q, k, v = random_qkv((1, 2, 40, 16), 56, torch.float32, device, gen, scale=12.0)
@@ -112,9 +126,7 @@ def test_large_scores_do_not_overflow(impl, device, gen, function):
     assert_forward_matches(o, lse, q, k, v, False)
 
 
-@pytest.mark.check("flash_attention.hidden.stability")
-@pytest.mark.parametrize("function", ["flash_attention_forward_pytorch",
-                                      pytest.param("flash_attention_forward", marks=pytest.mark.triton)])
+@pytest.mark.parametrize("function", STABILITY_FUNCTIONS)
 def test_causal_with_fully_masked_tile_rows_has_no_nan(impl, device, gen, function):
     # n = 70 with the kernel's tiles (or q_tile 32 > k_tile 8): diagonal tiles hold rows that see no key
     q, k, v = random_qkv((1, 1, 70, 16), 70, torch.float32, device, gen, scale=3.0)
@@ -127,27 +139,32 @@ def test_causal_with_fully_masked_tile_rows_has_no_nan(impl, device, gen, functi
 # ------------------------------------------------------------------ rules: Triton only, O(n) saved, O(n) memory
 
 
+# The rules are judged on their own (issue 15): at a shape any reasonable kernel supports (n a multiple of
+# 64, float32, d = 32), and whatever the values, so a wrong-but-honest kernel keeps these points and a
+# ragged-length or fp16 bug costs only the checks about those. A call that raises cannot be observed,
+# so it fails here too: at core shapes a crash is a crash the core checks see as well.
+RULE_SHAPE = (1, 2, 64, 32)
+
+
 @pytest.mark.check("flash_attention.hidden.no_torch_attention")
 @pytest.mark.triton
 @pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
 def test_triton_forward_uses_no_torch_attention_ops(impl, device, gen, is_causal):
-    q, k, v = random_qkv((1, 2, 40, 32), 40, torch.float16, device, gen)
+    q, k, v = random_qkv(RULE_SHAPE, RULE_SHAPE[-2], torch.float32, device, gen)
     with impl.guards(forbid=ATTENTION_OPS, require_triton=True):
-        o, lse = impl.flash_attention.flash_attention_forward(q, k, v, is_causal)
-    assert_forward_matches(o, lse, q, k, v, is_causal)  # the guarded call must also be right
+        impl.flash_attention.flash_attention_forward(q, k, v, is_causal)
 
 
 @pytest.mark.check("flash_attention.hidden.no_torch_attention")
 @pytest.mark.triton
 @pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
 def test_triton_autograd_uses_no_torch_attention_ops(impl, device, gen, is_causal):
-    q, k, v = random_qkv((1, 2, 40, 32), 40, torch.float16, device, gen)
+    q, k, v = random_qkv(RULE_SHAPE, RULE_SHAPE[-2], torch.float32, device, gen)
     grad_o = randn(q.shape, dtype=q.dtype, device=device, gen=gen)
     # The backward may run on autograd's own thread, out of the run-time guard's sight: scan it too.
     entry_points = ("flash_attention", ("FlashAttentionTriton", "flash_attention"))
     with impl.guards(forbid=ATTENTION_OPS, require_triton=True, scan=entry_points):
-        o, *grads = impl.run(attention_forward_backward, "FlashAttentionTriton", q, k, v, grad_o, is_causal)
-    assert_backward_matches(grads, q, k, v, grad_o, is_causal)
+        impl.run(attention_forward_backward, "FlashAttentionTriton", q, k, v, grad_o, is_causal)
 
 
 @pytest.mark.check("flash_attention.hidden.saved_tensors")

@@ -116,6 +116,8 @@ def public_points_toml(problem) -> str:
                   f"points = {_num(check.points)}",
                   'suite = "public"',
                   f"description = {_toml_str(check.description)}"]
+        lines += [f"{key} = {_toml_str(value)}" for key, value in (("tier", check.tier), ("kernel", check.kernel))
+                  if value]
         if check.perf:
             ladder = check.ladder
             lines += [f"baseline = {_toml_str(check.baseline)}",
