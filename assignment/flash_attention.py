@@ -17,7 +17,21 @@ What you write (see the write-up, "FlashAttention-2"):
 2. `FlashAttentionPyTorch`: its autograd Function; the backward recomputes P tile by tile from lse.
 3. `_attn_fwd` / `_attn_fwd_inner`: the Triton forward kernel.
 4. `_attn_bwd_preprocess`, `_attn_bwd_dkdv`, `_attn_bwd_dq`: the Triton backward (FA-2 Algorithm 2).
-Only q, k, v, o and lse are saved for the backward: never an n_q x n_k tensor.
+Only q, k, v, o and lse are saved for the backward: never an n_q x n_k tensor. The autograd Functions
+save them in the caller's layout, so for [batch, n, d] input exactly one saved tensor has the shape
+[batch, n_q]: the lse (CS336's tests find it that way).
+
+Precision (what the checks require; the write-up says why):
+- The running max m, the running sum l and lse are float32, whatever the inputs' dtype, and so is the
+  output accumulator; o is rounded to the inputs' dtype once, when stored. lse is checked against
+  float32 attention, so an lse kept in float16 or bfloat16 fails on every input, not by luck.
+- o must be within 2x (gradients: 3x) the error of plain PyTorch attention at the inputs' dtype, plus
+  2 ulps (gradients: 4) of the result's largest magnitude, both measured against float64 attention.
+- float32 inputs need IEEE float32 products: pass `input_precision="ieee"` to every `tl.dot` on float32
+  tiles. Triton's default on a GPU is TF32 (about 1e-3 relative error, far outside the float32 bound);
+  Triton's CPU interpreter ignores `input_precision`, so only a GPU run shows the difference.
+- Triton kernels run on CPU tensors under the interpreter (TRITON_INTERPRET=1): accept the tensors'
+  device, do not assert `q.is_cuda`.
 """
 
 from __future__ import annotations  # kernel annotations stay strings, so this imports without Triton
@@ -77,6 +91,18 @@ def _as_4d(*tensors):
     return tuple(t if t.dim() == 4 else t.unsqueeze(1) for t in tensors)
 
 
+def _saved_as_4d(ctx, grad_o):
+    """q, k, v, o, lse and grad_o of an autograd Function's backward, viewed with a heads axis.
+
+    The forward saves them in the caller's layout, so 3-D input leaves exactly one saved tensor of shape
+    [batch, n_q], the lse (CS336's tests find the lse that way); the kernels take 4-D tensors.
+    """
+    q, k, v, o, lse = ctx.saved_tensors
+    if not ctx.squeeze:
+        return q, k, v, o, lse, grad_o
+    return (*_as_4d(q, k, v, o), lse.unsqueeze(1), grad_o.unsqueeze(1))
+
+
 # ---------------------------------------------------------------------------------------------
 # 1. The tiled forward in PyTorch (the online softmax, one query tile at a time)
 # ---------------------------------------------------------------------------------------------
@@ -107,7 +133,8 @@ def flash_attention_backward_pytorch(q, k, v, o, lse, grad_o, is_causal=False, q
 class FlashAttentionPyTorch(torch.autograd.Function):
     """Attention whose forward and backward are the tiled PyTorch functions above.
 
-    `FlashAttentionPyTorch.apply(q, k, v, is_causal)` returns o; it saves q, k, v, o, lse only.
+    `FlashAttentionPyTorch.apply(q, k, v, is_causal)` returns o; it saves q, k, v, o, lse only, in the
+    caller's layout (lse [batch, n_q] for 3-D input).
     """
 
     @staticmethod
@@ -147,7 +174,8 @@ def _bwd_config(head_dim, dtype):
 
 
 def _dot_precision(dtype):
-    """fp32 inputs: exact fp32 products ("ieee"), not TF32, so fp32 results match an fp32 reference."""
+    """fp32 inputs: IEEE fp32 products ("ieee"), not TF32 (Triton's GPU default, ~1e-3 relative error),
+    which the fp32 checks require; 16-bit inputs multiply exactly into fp32 either way."""
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
@@ -347,7 +375,8 @@ def _launch_bwd(q, k, v, o, lse, grad_o, is_causal, config=None):
 class FlashAttentionTriton(torch.autograd.Function):
     """FlashAttention-2 with Triton kernels for the forward and the backward.
 
-    `FlashAttentionTriton.apply(q, k, v, is_causal)` returns o; it saves q, k, v, o, lse only.
+    `FlashAttentionTriton.apply(q, k, v, is_causal)` returns o; it saves q, k, v, o, lse only, in the
+    caller's layout (lse [batch, n_q] for 3-D input).
     """
 
     @staticmethod

@@ -14,7 +14,21 @@ What you write (see the write-up, "FlashAttention-2"):
 2. `FlashAttentionPyTorch`: its autograd Function; the backward recomputes P tile by tile from lse.
 3. `_attn_fwd` / `_attn_fwd_inner`: the Triton forward kernel.
 4. `_attn_bwd_preprocess`, `_attn_bwd_dkdv`, `_attn_bwd_dq`: the Triton backward (FA-2 Algorithm 2).
-Only q, k, v, o and lse are saved for the backward: never an n_q x n_k tensor.
+Only q, k, v, o and lse are saved for the backward: never an n_q x n_k tensor. The autograd Functions
+save them in the caller's layout, so for [batch, n, d] input exactly one saved tensor has the shape
+[batch, n_q]: the lse (CS336's tests find it that way).
+
+Precision (what the checks require; the write-up says why):
+- The running max m, the running sum l and lse are float32, whatever the inputs' dtype, and so is the
+  output accumulator; o is rounded to the inputs' dtype once, when stored. lse is checked against
+  float32 attention, so an lse kept in float16 or bfloat16 fails on every input, not by luck.
+- o must be within 2x (gradients: 3x) the error of plain PyTorch attention at the inputs' dtype, plus
+  2 ulps (gradients: 4) of the result's largest magnitude, both measured against float64 attention.
+- float32 inputs need IEEE float32 products: pass `input_precision="ieee"` to every `tl.dot` on float32
+  tiles. Triton's default on a GPU is TF32 (about 1e-3 relative error, far outside the float32 bound);
+  Triton's CPU interpreter ignores `input_precision`, so only a GPU run shows the difference.
+- Triton kernels run on CPU tensors under the interpreter (TRITON_INTERPRET=1): accept the tensors'
+  device, do not assert `q.is_cuda`.
 """
 
 from __future__ import annotations  # kernel annotations stay strings, so this imports without Triton
@@ -99,6 +113,18 @@ def _check_inputs(q, k, v, is_causal, *, triton_path):
 def _as_4d(*tensors):
     """View [batch, n, d] tensors as [batch, 1, n, d]; 4-D tensors pass through unchanged."""
     return tuple(t if t.dim() == 4 else t.unsqueeze(1) for t in tensors)
+
+
+def _saved_as_4d(ctx, grad_o):
+    """q, k, v, o, lse and grad_o of an autograd Function's backward, viewed with a heads axis.
+
+    The forward saves them in the caller's layout, so 3-D input leaves exactly one saved tensor of shape
+    [batch, n_q], the lse (CS336's tests find the lse that way); the kernels take 4-D tensors.
+    """
+    q, k, v, o, lse = ctx.saved_tensors
+    if not ctx.squeeze:
+        return q, k, v, o, lse, grad_o
+    return (*_as_4d(q, k, v, o), lse.unsqueeze(1), grad_o.unsqueeze(1))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,15 +221,15 @@ def flash_attention_backward_pytorch(q, k, v, o, lse, grad_o, is_causal=False, q
 class FlashAttentionPyTorch(torch.autograd.Function):
     """Attention whose forward and backward are the tiled PyTorch functions above.
 
-    `FlashAttentionPyTorch.apply(q, k, v, is_causal)` returns o; it saves q, k, v, o, lse only.
+    `FlashAttentionPyTorch.apply(q, k, v, is_causal)` returns o; it saves q, k, v, o, lse only, in the
+    caller's layout (lse [batch, n_q] for 3-D input).
     """
 
     @staticmethod
     def forward(ctx, q, k, v, is_causal=False):
         # BEGIN SOLUTION
         o, lse = flash_attention_forward_pytorch(q, k, v, is_causal)
-        q4, k4, v4, o4 = _as_4d(q, k, v, o)
-        ctx.save_for_backward(q4, k4, v4, o4, lse if lse.dim() == 3 else lse.unsqueeze(1))
+        ctx.save_for_backward(q, k, v, o, lse)  # as the caller's layout: lse [batch, n_q] for 3-D input
         ctx.is_causal = is_causal
         ctx.squeeze = q.dim() == 3
         return o
@@ -212,8 +238,7 @@ class FlashAttentionPyTorch(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_o):
         # BEGIN SOLUTION
-        q, k, v, o, lse = ctx.saved_tensors
-        grad_o = grad_o.unsqueeze(1) if ctx.squeeze else grad_o
+        q, k, v, o, lse, grad_o = _saved_as_4d(ctx, grad_o)
         dq, dk, dv = flash_attention_backward_pytorch(q, k, v, o, lse, grad_o, ctx.is_causal)
         if ctx.squeeze:
             dq, dk, dv = dq.squeeze(1), dk.squeeze(1), dv.squeeze(1)
@@ -249,7 +274,8 @@ def _bwd_config(head_dim, dtype):
 
 
 def _dot_precision(dtype):
-    """fp32 inputs: exact fp32 products ("ieee"), not TF32, so fp32 results match an fp32 reference."""
+    """fp32 inputs: IEEE fp32 products ("ieee"), not TF32 (Triton's GPU default, ~1e-3 relative error),
+    which the fp32 checks require; 16-bit inputs multiply exactly into fp32 either way."""
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
@@ -689,7 +715,8 @@ def _launch_bwd(q, k, v, o, lse, grad_o, is_causal, config=None):
 class FlashAttentionTriton(torch.autograd.Function):
     """FlashAttention-2 with Triton kernels for the forward and the backward.
 
-    `FlashAttentionTriton.apply(q, k, v, is_causal)` returns o; it saves q, k, v, o, lse only.
+    `FlashAttentionTriton.apply(q, k, v, is_causal)` returns o; it saves q, k, v, o, lse only, in the
+    caller's layout (lse [batch, n_q] for 3-D input).
     """
 
     @staticmethod
@@ -698,17 +725,17 @@ class FlashAttentionTriton(torch.autograd.Function):
         _check_inputs(q, k, v, is_causal, triton_path=True)
         q4, k4, v4 = _as_4d(q, k, v)
         o4, lse = _launch_fwd(q4, k4, v4, is_causal)
-        ctx.save_for_backward(q4, k4, v4, o4, lse)
-        ctx.is_causal = is_causal
         ctx.squeeze = q.dim() == 3
-        return o4.squeeze(1) if ctx.squeeze else o4
+        o, lse = (o4.squeeze(1), lse.squeeze(1)) if ctx.squeeze else (o4, lse)
+        ctx.save_for_backward(q, k, v, o, lse)  # as the caller's layout: lse [batch, n_q] for 3-D input
+        ctx.is_causal = is_causal
+        return o
         # END SOLUTION
 
     @staticmethod
     def backward(ctx, grad_o):
         # BEGIN SOLUTION
-        q, k, v, o, lse = ctx.saved_tensors
-        grad_o = grad_o.unsqueeze(1) if ctx.squeeze else grad_o
+        q, k, v, o, lse, grad_o = _saved_as_4d(ctx, grad_o)
         dq, dk, dv = _launch_bwd(q, k, v, o, lse, grad_o, ctx.is_causal)
         if ctx.squeeze:
             dq, dk, dv = dq.squeeze(1), dk.squeeze(1), dv.squeeze(1)

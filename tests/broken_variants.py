@@ -80,17 +80,19 @@ VARIANTS = {
         ("        acc = acc * alpha[:, None]\n", "        # BUG: acc is not rescaled by alpha\n"),
     )),
     "fa_saves_p": Variant("flash_attention", "the Triton autograd Function saves the full P for backward", (
-        ("        ctx.save_for_backward(q4, k4, v4, o4, lse)",
+        ("        o, lse = (o4.squeeze(1), lse.squeeze(1)) if ctx.squeeze else (o4, lse)\n"
+         "        ctx.save_for_backward(q, k, v, o, lse)",
+         "        o, lse = (o4.squeeze(1), lse.squeeze(1)) if ctx.squeeze else (o4, lse)\n"
          "        scores = q4.float() @ k4.float().transpose(-1, -2) / math.sqrt(q4.shape[-1])  # BUG: n x n\n"
          "        if is_causal:\n"
          "            scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float(\"-inf\"))\n"
          "        p = torch.softmax(scores, dim=-1)\n"
-         "        ctx.save_for_backward(q4, k4, v4, o4, lse, p)"),
-        ("        q, k, v, o, lse = ctx.saved_tensors\n"
-         "        grad_o = grad_o.unsqueeze(1) if ctx.squeeze else grad_o\n"
+         "        ctx.save_for_backward(q, k, v, o, lse, p)"),
+        ("        q, k, v, o, lse, grad_o = _saved_as_4d(ctx, grad_o)\n"
          "        dq, dk, dv = _launch_bwd(q, k, v, o, lse, grad_o, ctx.is_causal)",
          "        q, k, v, o, lse, p = ctx.saved_tensors\n"
-         "        grad_o = grad_o.unsqueeze(1) if ctx.squeeze else grad_o\n"
+         "        if ctx.squeeze:\n"
+         "            q, k, v, o, grad_o = (t.unsqueeze(1) for t in (q, k, v, o, grad_o))\n"
          "        scale = 1.0 / math.sqrt(q.shape[-1])\n"
          "        do = grad_o.float()\n"
          "        dv = (p.transpose(-1, -2) @ do).to(v.dtype)\n"
