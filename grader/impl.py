@@ -45,7 +45,11 @@ class RuleViolation(AssertionError):
 
 
 class WorkerLost(AssertionError):
-    """The worker died or hung during this call: the test fails, the next one gets a fresh worker."""
+    """The worker died or hung during this call: the test fails, the next one gets a fresh worker.
+
+    `timed_out` is True when the call hung (no reply within the per-call timeout)."""
+
+    timed_out = False
 
 
 class ModuleMissing(NotImplementedError):
@@ -236,15 +240,26 @@ class IsolatedImpl(Impl):
         self._process = None
         self._conn = None
         self._ready = False
+        self._hung: set[str] = set()   # functions that hung once: not called again (issue 15)
 
     def _request(self, kind, target, args, kwargs):
         from grader import channel
 
+        name = _called_name(kind, target, args)
+        if name in self._hung:
+            # Waiting out the timeout again would spend the submission's budget on a known hang.
+            raise WorkerLost(f"{name} hung earlier in this run (no reply within {self.call_timeout:g} s), so it is "
+                             "not called again; the other functions are still graded")
         conn = self._connection()
         rules = (self._rules.forbid, self._rules.require_triton)
         # Clones: the worker maps what it receives, so it must never see the checker's own tensors.
         conn.send((kind, target, _clone_tensors(args), _clone_tensors(kwargs), rules))
-        data = self._receive(self.call_timeout, "your code did not return")
+        try:
+            data = self._receive(self.call_timeout, "your code did not return")
+        except WorkerLost as lost:
+            if lost.timed_out:
+                self._hung.add(name)
+            raise
         try:
             return self._unpack(channel.load_reply(data), channel)
         except channel.ChannelError:
@@ -269,7 +284,9 @@ class IsolatedImpl(Impl):
         if reader.is_alive():
             self._kill()  # ends the blocked read with EOF
             reader.join(5)
-            raise WorkerLost(f"{what} within {timeout:g} s (stopped)")
+            lost = WorkerLost(f"{what} within {timeout:g} s (stopped)")
+            lost.timed_out = True
+            raise lost
         if "error" in box:
             code = self._kill()
             raise WorkerLost(f"the process running your code died (exit code {code})")
@@ -337,6 +354,14 @@ class IsolatedImpl(Impl):
 
     def close(self) -> None:
         self._kill()  # nothing in the worker is worth a graceful exit; tearing down torch costs ~0.5 s
+
+
+def _called_name(kind, target, args) -> str:
+    """The student function a request reaches: module.function, or a scenario with the names it is given."""
+    if kind == "call":
+        return ".".join(target)
+    names = [arg for arg in args if isinstance(arg, str)]
+    return f"{getattr(target, '__qualname__', target)}({', '.join(names)})"
 
 
 def _refuse_hidden_test_function(fn) -> None:

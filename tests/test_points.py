@@ -164,4 +164,4 @@ def test_a_kernel_exact_on_core_shapes_earns_at_least_half_its_correctness_point
 
 def test_an_unknown_tier_is_refused(tmp_path):
     with pytest.raises(PointsFileError, match="tier must be one of"):
-        load(write_points(tmp_path, GOOD.replace('suite = "public"', 'suite = "public"\ntier = "easy"', 1)))
+        load(write_points(tmp_path, GOOD.replace("points = 3\n", 'points = 3\ntier = "easy"\n')))
