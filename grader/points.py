@@ -25,8 +25,11 @@ POINTS_DIR = Path(os.environ.get("GRADER_POINTS_DIR", Path(__file__).parent / "p
 CALIBRATION_FILE = Path(__file__).parent / "calibration.json"
 SUITES = ("public", "hidden")
 LADDER_LEVELS = ("pass", "good", "excellent")
-# Fraction of a perf check's points earned at each ladder level.
+# Fraction of a perf check's points earned at each ladder level; between levels the credit moves in a
+# straight line (Ladder.credit), so a 10% faster kernel gains at most one level's gap (issue 15).
 LEVEL_CREDIT = {"below": 0.0, "pass": 0.5, "good": 0.8, "excellent": 1.0}
+# A correct kernel slower than the pass ratio still earns this much: slow but right is not zero.
+SLOW_CREDIT = 0.1
 # What a correctness check grades (issue 15): core shapes and dtypes, robustness beyond them, or a rule
 # of the code; "" for problems that do not split. A kernel exact on core earns half its points or more.
 TIERS = ("", "core", "robustness", "rules")
@@ -40,6 +43,18 @@ class Ladder:
     good: float
     excellent: float
     source: str = "default"          # "default", or the GPU model it was calibrated on
+
+    def credit(self, ratio: float) -> float:
+        """Fraction of the points for a correct kernel at `ratio`: the levels' credits joined by straight
+        lines from (0, 0) through pass, good and excellent, 1.0 beyond, never below SLOW_CREDIT."""
+        marks = [(0.0, 0.0), (self.passing, LEVEL_CREDIT["pass"]), (self.good, LEVEL_CREDIT["good"]),
+                 (self.excellent, LEVEL_CREDIT["excellent"])]
+        credit = 1.0
+        for (low, low_credit), (high, high_credit) in zip(marks, marks[1:]):
+            if ratio < high:
+                credit = low_credit + (high_credit - low_credit) * (ratio - low) / (high - low)
+                break
+        return max(SLOW_CREDIT, min(1.0, credit))
 
     def level(self, ratio: float) -> str:
         if ratio >= self.excellent:

@@ -1,7 +1,7 @@
 """Pure scoring: (points table, test records) -> points per check, per problem and in total.
 
 A check's points are split evenly over the tests that carry its id; a perf check earns its points
-times the credit of the ladder level its ratio reaches. Checks that did not run on this machine
+times the ladder's credit at its ratio (grader.points.Ladder.credit: linear between the levels). Checks that did not run on this machine
 (GPU-only on a CPU box) are counted apart: they are neither earned nor lost.
 """
 
@@ -85,12 +85,13 @@ def _score_check(check: Check, tests: list[TestRecord]) -> CheckScore:
 
 
 def _score_perf(check: Check, tests: list[TestRecord]) -> CheckScore:
-    """Each perf test scores its own ladder level; the check earns their mean credit."""
+    """Each passed perf test earns the ladder's credit at its ratio (linear between the levels, at least
+    SLOW_CREDIT); the check earns their mean and reports the lowest level reached."""
     credits, levels = [], []
     for test in tests:
         ratio = (test.perf or {}).get("ratio")
-        level = check.ladder.level(ratio) if test.outcome == PASSED and ratio is not None else "below"
-        credits.append(LEVEL_CREDIT[level])
-        levels.append(level)
+        timed = test.outcome == PASSED and ratio is not None
+        credits.append(check.ladder.credit(ratio) if timed else 0.0)
+        levels.append(check.ladder.level(ratio) if timed else "below")
     lowest = min(levels, key=lambda level: LEVEL_CREDIT[level])
     return CheckScore(check, check.points * sum(credits) / len(credits), tests, level=lowest)

@@ -21,7 +21,7 @@ from pathlib import Path
 import jinja2
 
 from grader.handout.stubs import BEGIN
-from grader.points import LEVEL_CREDIT, Check, PointsTable, load_points
+from grader.points import LEVEL_CREDIT, SLOW_CREDIT, Check, PointsTable, load_points
 
 TEMPLATES = "handout"
 
@@ -192,6 +192,7 @@ def render_markdown(root: Path, problems: list[ProblemDoc]) -> str:
         "perf_total": sum(p.perf_points for p in problems),
         "grand_total": sum(p.total for p in problems),
         "level_credit": LEVEL_CREDIT,
+        "slow_credit": SLOW_CREDIT,
         "forbidden": forbidden_ops(),
     }
     return environment(root).get_template("writeup.md.j2").render(**context)
