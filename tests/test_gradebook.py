@@ -68,10 +68,10 @@ def test_csv_has_one_row_per_student_and_a_column_per_problem_and_perf_part(poin
     gradebook.write_grades_csv(path, results, points)
     rows = list(csv.DictReader(path.open()))
     assert list(rows[0]) == ["id", "status", "total", "max", "matmul", "matmul_perf", "softmax",
-                             "softmax_perf", "late", "reason"]
+                             "softmax_perf", "late", "provisional", "reason"]
     assert rows[0] | {} == {"id": "alice", "status": "graded", "total": "8", "max": "14", "matmul": "8",
                             "matmul_perf": "5", "softmax": "0", "softmax_perf": "", "late": "yes",
-                            "reason": ""}
+                            "provisional": "", "reason": ""}
     assert rows[1]["status"] == "not_gradable" and rows[1]["total"] == "0" and rows[1]["late"] == ""
     assert rows[1]["reason"] == "no assignment module files, found: a, b"
 
@@ -121,3 +121,28 @@ def test_gradescope_output_names_the_status_and_reason(points):
     data = gradebook.gradescope_results(result)
     assert data == {"score": 0.0, "output": "not gradable: archive refused", "visibility": "visible",
                     "stdout_visibility": "hidden", "execution_time": 0, "tests": []}
+
+
+def _graded_on_cpu(points):
+    """A CPU run: the perf check is GPU-only, so it was not run here."""
+    records = [Record("tests_public/test_matmul.py::test_correct", "matmul.correct", "passed"),
+               Record("tests_hidden/test_matmul_hidden.py::test_perf", "matmul.perf.square", "not_run_here",
+                      "GPU-only check: not run here (no CUDA)")]
+    stream = "\n".join([header_line("x", "cpu", {}, []), *map(record_line, records), END_LINE])
+    return model.build_result("carol", points, stream, "graded", "", "", {"late": None, "timing": {}},
+                              suites=("public", "hidden"))
+
+
+def test_cpu_grade_with_gpu_only_checks_not_run_is_marked_provisional_everywhere(points, tmp_path):
+    # issue 15: a CPU grade looked final; a Triton path refusing CPU tensors scored 9.1 instead of 27.3
+    from grader.report import html
+
+    context = {"suite": "all", "files": {}, "ignored": [], "missing": [], "sandbox": "none", "grader_version": "0"}
+    cpu, gpu = ({**result, **context} for result in (_graded_on_cpu(points), _graded(points)))
+    assert "5 points of GPU-only checks were not run" in cpu["provisional"] and gpu["provisional"] == ""
+    path = tmp_path / "grades.csv"
+    gradebook.write_grades_csv(path, [cpu, gpu], points)
+    assert [row["provisional"] for row in csv.DictReader(path.open())] == ["yes", ""]
+    assert "Provisional grade." in html.render_student(cpu) and "Provisional grade." not in html.render_student(gpu)
+    index = html.render_index([cpu, gpu], points)
+    assert index.count('class="badge provisional"') == 1

@@ -1,7 +1,7 @@
 """Machine outputs: the class gradebook (grades.csv) and Gradescope's autograder results.json.
 
 grades.csv has one row per student: id, status, total, max, then per problem its points and the perf
-part of them, then late and the reason. Gradescope's schema (score, tests with name, score,
+part of them, then late, provisional ("yes" when GPU-only checks were not run, as on a CPU) and the reason. Gradescope's schema (score, tests with name, score,
 max_score, output, visibility) gets one test per check; hidden checks are `after_published`.
 """
 
@@ -21,13 +21,14 @@ def grades_columns(points) -> list[str]:
     columns = ["id", "status", "total", "max"]
     for problem in points.problems:
         columns += [problem.id, f"{problem.id}_perf"]
-    return columns + ["late", "reason"]
+    return columns + ["late", "provisional", "reason"]
 
 
 def grades_row(result: dict, points) -> dict:
     row = {"id": result["id"], "status": result["status"], "total": _number(result["score"]["earned"]),
            "max": _number(result["score"]["possible"]),
            "late": {True: "yes", False: "no"}.get(result.get("late"), ""),
+           "provisional": "yes" if model.provisional_note(result) else "",
            "reason": " ".join(str(result.get("reason", "")).split())}
     by_id = {p["id"]: p for p in result.get("problems", [])}
     for problem in points.problems:

@@ -36,6 +36,7 @@ def render_student(result: dict) -> str:
                            percent=model.percent_text(result["score"]["earned"], result["score"]["possible"]),
                            css_class=model.score_class(result["score"]["earned"], result["score"]["possible"]),
                            problems=model.problem_views(result), not_run=_not_run_checks(result),
+                           provisional=model.provisional_note(result),
                            environment=_environment_rows(result))
 
 
@@ -170,4 +171,5 @@ def _index_row(result: dict) -> dict:
             "possible": model.points_text(score["possible"]),
             "percent": model.percent_text(score["earned"], score["possible"]),
             "css": model.score_class(score["earned"], score["possible"]),
-            "late": {True: "late", False: ""}.get(result.get("late"), ""), "reason": result.get("reason", "")}
+            "late": {True: "late", False: ""}.get(result.get("late"), ""), "reason": result.get("reason", ""),
+            "provisional": model.provisional_note(result)}

@@ -30,6 +30,17 @@ def maximum(points: PointsTable, suites: tuple[str, ...], perf: bool) -> float:
     return sum(c.points for c in selected_points(points, perf).checks.values() if c.suite in suites)
 
 
+PROVISIONAL_NOTE = ("provisional: graded without a GPU. {points:g} points of GPU-only checks were not run, and the "
+                    "Triton kernels ran in Triton's CPU interpreter, which ignores tl.dot's input_precision (TF32 "
+                    "shows only on a GPU); the grade on the grading GPU can differ")
+
+
+def provisional_note(result: dict) -> str:
+    """Why a grade is not final (GPU-only checks not run on this machine), or "" when it is final."""
+    not_run = sum(c["points"] for p in result.get("problems", []) for c in p["checks"] if c["not_run_here"])
+    return PROVISIONAL_NOTE.format(points=not_run) if not_run else ""
+
+
 def selected_points(points: PointsTable, perf: bool) -> PointsTable:
     """The table without perf checks when they were switched off (--no-perf): not in the maximum."""
     if perf:
@@ -48,7 +59,7 @@ def build_result(student: str, points: PointsTable, stream: str, status: str, re
         status, reason = "crashed", "the checking run wrote no results"
     records += missing_records(table, suites, header, records, status, reason)
     scores = score_checks(table, records, suites)
-    return {
+    result = {
         "format": RESULT_FORMAT, "id": student, "status": status, "reason": reason,
         "graded_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "score": {"earned": round(sum(p.earned for p in scores), 4),
@@ -60,6 +71,8 @@ def build_result(student: str, points: PointsTable, stream: str, status: str, re
         "timing": {"tests_s": round(sum(r.duration for r in records), 3)},
         **context,
     }
+    result["provisional"] = provisional_note(result)
+    return result
 
 
 def missing_records(table: PointsTable, suites, header, records, status, reason) -> list[TestRecord]:
