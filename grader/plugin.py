@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from grader import devices, disposable, results
+from grader.hints import device_hint
 from grader.points import load_points
 from grader.scoring import score_checks
 
@@ -219,6 +220,11 @@ def pytest_runtest_makereport(item, call):
     outcome, message = _classify(item, call, report)
     if outcome == results.NOT_IMPLEMENTED and report.failed:
         report.longrepr = f"not implemented: {message}"
+    if outcome == results.FAILED:
+        hint = device_hint(message, item.config.stash[_STATE]["policy"].on_gpu)
+        if hint:
+            message = f"{message}\n{hint}"
+            report.longrepr = f"{report.longreprtext}\n{hint}"
     if report.when == "call" or (report.when == "setup" and not report.passed):
         perf = dict(item.user_properties).get("perf")
         record = results.TestRecord(item.nodeid, check_id, outcome, message, round(report.duration, 4), perf)

@@ -50,6 +50,10 @@ SUBMISSION = textwrap.dedent('''
 
     def raises(x):
         raise ValueError("student bug")
+
+    def needs_cuda(x):
+        assert x.is_cuda, "expected a CUDA tensor"
+        return x
 ''')
 
 SUITE = textwrap.dedent('''
@@ -78,6 +82,10 @@ SUITE = textwrap.dedent('''
     def test_student_exception_fails(impl):
         impl.softmax.raises(torch.ones(2))
 
+    @pytest.mark.check("softmax.fake.raises")
+    def test_code_refusing_cpu_tensors_fails(impl):
+        impl.softmax.needs_cuda(torch.ones(2))
+
     @pytest.mark.check("softmax.fake.test_bug")
     def test_bug_in_the_test_itself(impl):
         impl.softmax.double(torch.ones(2))
@@ -101,6 +109,7 @@ EXPECTED_OUTCOMES = {
     "test_wrong_answer_fails": results.FAILED,
     "test_stub_is_not_implemented": results.NOT_IMPLEMENTED,
     "test_student_exception_fails": results.FAILED,
+    "test_code_refusing_cpu_tensors_fails": results.FAILED,
     "test_bug_in_the_test_itself": results.HARNESS_ERROR,
     "test_gpu_only": results.NOT_RUN_HERE,
     "test_perf": results.NOT_RUN_HERE,
@@ -138,6 +147,8 @@ def test_stream_classifies_every_outcome_and_says_what_went_wrong(fake_run):
     assert "wrong values" in by_name["test_wrong_answer_fails"].message
     assert "stub: not implemented yet" in by_name["test_stub_is_not_implemented"].message
     assert "student bug" in by_name["test_student_exception_fails"].message
+    assert "Triton's interpreter (TRITON_INTERPRET=1" in by_name["test_code_refusing_cpu_tensors_fails"].message
+    assert "TRITON_INTERPRET" not in by_name["test_student_exception_fails"].message
     assert "undefined_helper" in by_name["test_bug_in_the_test_itself"].message
     assert "not run here" in by_name["test_gpu_only"].message
 
