@@ -180,20 +180,24 @@ def test_long_k_sums_are_kept_in_fp32(impl, device, on_gpu, gen, dtype_name):
 # ---------------------------------------------------------------------------------------- rules
 
 
+# The rule is judged on its own (issue 15): at tile-aligned sizes any reasonable kernel supports, and
+# whatever the values, so a kernel that is wrong (or crashes on ragged edges elsewhere) but honest keeps
+# these points. A torch fallback for other shapes is still found: the static scan reads the whole
+# function whatever the shape. A call that raises cannot be observed and fails here too.
+RULE_SIZES = {"square": ((256, 256, 256), (64, 64, 64)), "wide": ((128, 512, 384), (64, 128, 128)),
+              "transposed": ((192, 128, 64), (64, 64, 32))}
+
+
 @pytest.mark.triton
 @pytest.mark.check("matmul.rules.no_torch")
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
-@pytest.mark.parametrize("shape_name", ["square", "skinny", "transposed"])
+@pytest.mark.parametrize("shape_name", list(RULE_SIZES))
 def test_every_dtype_and_shape_is_computed_by_triton(impl, device, on_gpu, gen, shape_name, dtype_name):
-    M, K, N = {"square": (256, 256, 256), "skinny": (1, 512, 384), "transposed": (192, 160, 96)}[shape_name]
-    if not on_gpu:
-        M, K, N = (min(M, 48), min(K, 64), min(N, 40))
-    dtype = DTYPES[dtype_name]
-    a, b = random_pair(M, K, N, dtype, device, gen)
+    M, K, N = RULE_SIZES[shape_name][0 if on_gpu else 1]
+    a, b = random_pair(M, K, N, DTYPES[dtype_name], device, gen)
     if shape_name == "transposed":
         a, b = a.t().contiguous().t(), b.t().contiguous().t()
-    out = triton_matmul(impl, a, b)
-    assert_matmul_close(out, a, b, describe(M, K, N, dtype, shape_name))
+    triton_matmul(impl, a, b)
 
 
 @pytest.mark.triton
