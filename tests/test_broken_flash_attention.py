@@ -3,7 +3,6 @@ is the reference solution with one bug, and the hidden tests that target that bu
 pass on the reference, so the failure is the bug's).
 """
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -64,17 +63,16 @@ def test_kernel_exact_on_core_shapes_earns_half_its_points_when_ragged_lengths_c
                "--impl", str(build_variant("fa_no_boundary_mask", tmp_path)), "-k", "triton and forward",
                "-p", "no:cacheprovider", "--results-json", str(results)]
     run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
-    records = [json.loads(line) for line in results.read_text().splitlines()[1:-1]]
-    outcomes = {record["nodeid"].split("::")[1]: record["outcome"] for record in records}
+    records = read_stream(results.read_text()).results.tests
+    outcomes = {record.nodeid.split("::")[1]: record.outcome for record in records}
     core = {name: outcome for name, outcome in outcomes.items() if "matches_fp64" in name}
     robust = {name: outcome for name, outcome in outcomes.items() if "handles_ragged" in name}
     assert core and set(core.values()) == {"passed"}, run.stdout[-3000:]
     # every ragged case died alone: the aligned fp16 case after it still passed in a fresh worker
     assert robust["test_triton_forward_handles_ragged_rectangular_and_fp16[aligned_fp16]"] == "passed"
     assert list(robust.values()).count("failed") == len(robust) - 1, robust
-    assert "died" in " ".join(record["message"] for record in records if record["outcome"] == "failed")
-    run_results, _ = read_stream(results.read_text())
-    scores = score_checks(load_points(), run_results.tests, ("public",))
+    assert "died" in " ".join(record.message for record in records if record.outcome == "failed")
+    scores = score_checks(load_points(), records, ("public",))
     triton_forward = [c for p in scores for c in p.checks if c.check.kernel == "triton_forward" and c.tests]
     earned, possible = sum(c.earned for c in triton_forward), sum(c.possible for c in triton_forward)
     assert earned >= possible / 2 > 0, [(c.check.id, c.earned) for c in triton_forward]
