@@ -221,7 +221,7 @@ def pytest_runtest_makereport(item, call):
     if outcome == results.NOT_IMPLEMENTED and report.failed:
         report.longrepr = f"not implemented: {message}"
     if outcome == results.FAILED:
-        hint = device_hint(message, item.config.stash[_STATE]["policy"].on_gpu)
+        hint = device_hint(message, item.config.stash[GRADING_RUN].policy.on_gpu)
         if hint:
             message = f"{message}\n{hint}"
             report.longrepr = f"{report.longreprtext}\n{hint}"
