@@ -1,8 +1,9 @@
 """Pure scoring: (points table, test records) -> points per check, per problem and in total.
 
 A check's points are split evenly over the tests that carry its id; a perf check earns its points
-times the ladder's credit at its ratio (grader.points.Ladder.credit: linear between the levels). Checks that did not run on this machine
-(GPU-only on a CPU box) are counted apart: they are neither earned nor lost.
+times the ladder's credit at its ratio (grader.points.Ladder.credit: linear between the levels).
+Checks that did not run on this machine (GPU-only on a CPU box) are counted apart: they are neither
+earned nor lost.
 """
 
 from __future__ import annotations

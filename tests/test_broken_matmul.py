@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from broken_variants import build_variant
+
 from grader import results
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -8,10 +8,9 @@ On a machine without CUDA the Triton cases run in Triton's interpreter instead o
 
 from __future__ import annotations
 
+import cs336_adapter
 import pytest
 import torch
-
-import cs336_adapter
 
 BATCH, N_QUERIES, N_KEYS, D = 4, 128, 128, 64
 

@@ -143,7 +143,8 @@ def test_lowp_names_tf32_when_a_float32_error_is_tf32_sized():
 def test_lowp_names_input_dtype_accumulation_for_a_float32_result_of_half_inputs():
     reference = torch.linspace(1, 5, 64, dtype=torch.float64)
     rounded_through_fp16 = reference.half().float()
-    with pytest.raises(Failed, match="size of float16 rounding: keep the running max, the running sum and lse in float32"):
+    expected = "size of float16 rounding: keep the running max, the running sum and lse in float32"
+    with pytest.raises(Failed, match=expected):
         assert_close_lowp(rounded_through_fp16, reference, reference.float(), ulps=2, input_dtype=torch.float16,
                           what="lse")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from grader.points import LEVEL_CREDIT, SLOW_CREDIT, Check, Ladder, PointsTable, Problem
 from grader import results
+from grader.points import LEVEL_CREDIT, SLOW_CREDIT, Check, Ladder, PointsTable, Problem
 from grader.results import FAILED, HARNESS_ERROR, NOT_IMPLEMENTED, NOT_RUN_HERE, PASSED
 from grader.scoring import score_checks
 

@@ -11,9 +11,15 @@ import math
 import pytest
 import torch
 
-from grader.references.attention import (assert_backward_matches, assert_forward_matches, backward_comparisons,
-                                        error_ratios, forward_comparisons, random_qkv)
 from grader.numerics import randn
+from grader.references.attention import (
+    assert_backward_matches,
+    assert_forward_matches,
+    backward_comparisons,
+    error_ratios,
+    forward_comparisons,
+    random_qkv,
+)
 from solutions import flash_attention as reference
 
 SEEDS = range(20)

@@ -11,8 +11,15 @@ import math
 
 import torch
 
-from grader.numerics import (GRADIENT_FACTOR, OUTPUT_FACTOR, ULP_FLOOR, assert_close_lowp, lowp_allowed,
-                             max_abs_error, randn)
+from grader.numerics import (
+    GRADIENT_FACTOR,
+    OUTPUT_FACTOR,
+    ULP_FLOOR,
+    assert_close_lowp,
+    lowp_allowed,
+    max_abs_error,
+    randn,
+)
 
 
 def causal_mask(n_q, n_k, device):

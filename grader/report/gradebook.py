@@ -1,8 +1,9 @@
 """Machine outputs: the class gradebook (grades.csv) and Gradescope's autograder results.json.
 
 grades.csv has one row per student: id, status, total, max, then per problem its points and the perf
-part of them, then late, provisional ("yes" when GPU-only checks were not run, as on a CPU) and the reason. Gradescope's schema (score, tests with name, score,
-max_score, output, visibility) gets one test per check; hidden checks are `after_published`.
+part of them, then late, provisional ("yes" when GPU-only checks were not run, as on a CPU) and the
+reason. Gradescope's schema (score, tests with name, score, max_score, output, visibility) gets one
+test per check; hidden checks are `after_published`.
 """
 
 from __future__ import annotations
