@@ -1,0 +1,178 @@
+"""One GPU shared by several submissions' checking runs, with every timing round alone on it.
+
+The runner opens two lock files per GPU (in its own scratch, which the sandbox masks) and hands each
+checking run on that GPU its own open file descriptions of them, by fd number in GRADER_GPU_LOCK_FDS.
+Only checkers take the locks, never workers (they run student code and could hold a lock forever):
+- `shared()` around every call into the worker: ordinary GPU work of N submissions overlaps;
+- `exclusive()` around a perf check's timing rounds: while it is held, no other submission's checker
+  is inside a worker call, so no other submission's kernel is launched (compiles and CPU work go on).
+
+flock(2) alone lets a stream of shared holders starve an exclusive waiter, so a second file, the
+turnstile, is taken briefly by everyone: a writer keeps it while waiting for the main lock, which
+stops new readers from queueing up ahead of it. Every process holds at most one mode at a time (a
+shared request inside this process's exclusive hold is a no-op), so no cycle of waits can form. Each
+wait is bounded: past its limit the caller goes on without the lock and says so (`Hold.waited_out`),
+a perf check then asks for a retry rather than grading on a shared GPU. A killed checker's locks
+vanish with its file descriptions, so nothing stale survives a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+FDS_ENV = "GRADER_GPU_LOCK_FDS"
+SHARED_WAIT_S = 900.0        # longer than any perf check's rounds, even with a per-call timeout in them
+EXCLUSIVE_WAIT_S = 900.0
+POLL_S = 0.005
+
+
+@dataclass
+class Hold:
+    mode: str                  # "shared", "exclusive", or "none" when no lock is configured
+    waited_s: float = 0.0
+    waited_out: bool = False   # the wait hit its limit: the work ran without the lock
+
+
+class GpuLock:
+    """The two flock'ed files of one GPU, as file descriptors owned by this process."""
+
+    def __init__(self, main_fd: int, turnstile_fd: int, clock=time.monotonic, sleep=time.sleep):
+        self.main_fd, self.turnstile_fd = main_fd, turnstile_fd
+        self.clock, self.sleep = clock, sleep
+        self._exclusive_depth = 0
+        self._shared_depth = 0
+
+    @contextlib.contextmanager
+    def shared(self, wait_s: float = SHARED_WAIT_S):
+        if self._exclusive_depth or self._shared_depth:     # already covered by what we hold
+            self._shared_depth += 1
+            try:
+                yield Hold("shared")
+            finally:
+                self._shared_depth -= 1
+            return
+        start = self.clock()
+        deadline = start + wait_s
+        got = False
+        if self._take(self.turnstile_fd, fcntl.LOCK_EX, deadline):
+            try:
+                got = self._take(self.main_fd, fcntl.LOCK_SH, deadline)
+            finally:
+                fcntl.flock(self.turnstile_fd, fcntl.LOCK_UN)
+        self._shared_depth += 1
+        try:
+            yield Hold("shared", self.clock() - start, not got)
+        finally:
+            self._shared_depth -= 1
+            if got:
+                fcntl.flock(self.main_fd, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def exclusive(self, wait_s: float = EXCLUSIVE_WAIT_S):
+        if self._exclusive_depth:
+            self._exclusive_depth += 1
+            try:
+                yield Hold("exclusive")
+            finally:
+                self._exclusive_depth -= 1
+            return
+        if self._shared_depth:
+            raise RuntimeError("exclusive GPU lock asked for inside a shared hold: it would wait for itself")
+        start = self.clock()
+        deadline = start + wait_s
+        got = False
+        if self._take(self.turnstile_fd, fcntl.LOCK_EX, deadline):
+            try:
+                got = self._take(self.main_fd, fcntl.LOCK_EX, deadline)
+            finally:
+                fcntl.flock(self.turnstile_fd, fcntl.LOCK_UN)
+        self._exclusive_depth += 1
+        try:
+            yield Hold("exclusive", self.clock() - start, not got)
+        finally:
+            self._exclusive_depth -= 1
+            if got:
+                fcntl.flock(self.main_fd, fcntl.LOCK_UN)
+
+    @property
+    def held_exclusively(self) -> bool:
+        return self._exclusive_depth > 0
+
+    def _take(self, fd: int, mode: int, deadline: float) -> bool:
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if self.clock() >= deadline:
+                    return False
+                self.sleep(POLL_S)
+
+
+class _NoLock:
+    """A GPU not shared with other submissions (or no GPU): nothing to wait for."""
+
+    held_exclusively = False
+
+    @contextlib.contextmanager
+    def shared(self, wait_s: float = 0.0):
+        yield Hold("none")
+
+    @contextlib.contextmanager
+    def exclusive(self, wait_s: float = 0.0):
+        yield Hold("none")
+
+
+# --- the runner's side -------------------------------------------------------------------------------
+
+
+def lock_paths(folder: Path, gpu: str) -> tuple[Path, Path]:
+    return folder / f"gpu{gpu}.lock", folder / f"gpu{gpu}.turnstile"
+
+
+def open_for_child(folder: Path, gpu: str) -> tuple[int, int]:
+    """Fresh open file descriptions of GPU `gpu`'s lock files, for one checking run (close after)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return tuple(os.open(path, os.O_RDWR | os.O_CREAT, 0o600) for path in lock_paths(folder, gpu))
+
+
+def env_value(fds: tuple[int, int]) -> str:
+    return f"{fds[0]},{fds[1]}"
+
+
+# --- the checker's side ------------------------------------------------------------------------------
+
+_current: GpuLock | _NoLock | None = None
+
+
+def current() -> GpuLock | _NoLock:
+    """This checking run's GPU lock, from GRADER_GPU_LOCK_FDS (no lock when it is not set)."""
+    global _current
+    if _current is None:
+        _current = from_env(os.environ)
+    return _current
+
+
+def from_env(env) -> GpuLock | _NoLock:
+    text = env.get(FDS_ENV, "")
+    try:
+        main_fd, turnstile_fd = (int(part) for part in text.split(","))
+        for fd in (main_fd, turnstile_fd):
+            os.fstat(fd)
+            os.set_inheritable(fd, False)      # the worker, spawned later, must never get them
+    except (ValueError, OSError):
+        return _NoLock()
+    return GpuLock(main_fd, turnstile_fd)
+
+
+def shared():
+    return current().shared()
+
+
+def exclusive():
+    return current().exclusive()
