@@ -20,6 +20,8 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader import gpu_lock
+
 MODULES = ("accounting", "mixed_precision", "softmax", "matmul", "flash_attention")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SUBMISSION_PACKAGE = "assignment"   # a submission folder is imported under the name students use
@@ -154,14 +156,16 @@ class Impl:
 
     def call(self, module: str, function: str, *args, **kwargs):
         self._scan(self._rules.scan or (module, (function,)))
-        return self._request("call", (module, function), args, kwargs)
+        with gpu_lock.shared():    # other submissions on this GPU may run too, unless a perf check times
+            return self._request("call", (module, function), args, kwargs)
 
     def run(self, fn, *args, **kwargs):
         """Run the harness function `fn(modules, *args, **kwargs)` where the student's code lives."""
         _refuse_hidden_test_function(fn)
         if self._rules.scan:
             self._scan(self._rules.scan)
-        return self._request("run", fn, args, kwargs)
+        with gpu_lock.shared():
+            return self._request("run", fn, args, kwargs)
 
     def source(self, module: str) -> str:
         """The submitted source of `module`, read as text (never imported here)."""
@@ -309,6 +313,12 @@ class IsolatedImpl(Impl):
                 message += CUDA_CONTEXT_LOST
             raise StudentCodeError(str(reply[1]), message, str(reply[3]))
         raise channel.ChannelError(f"malformed reply from the worker (status {status!r})")
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The worker's pid, for grader.timing to pause it while the checker times baselines."""
+        process = self._process
+        return process.pid if process is not None and process.is_alive() else None
 
     def start(self) -> None:
         """Spawn the worker now, so it imports torch while the checker is still collecting tests."""

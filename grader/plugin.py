@@ -39,6 +39,9 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    from grader import gpu_lock
+
+    gpu_lock.current()   # takes the GPU lock's fds and makes them non-inheritable before a worker spawns
     early_worker = None
     if config.getoption("--isolate") and not config.getoption("--collect-only", False):
         early_worker = _start_worker_early(config)  # first: its torch import overlaps this process's

@@ -33,11 +33,13 @@ def test_grade_passes_every_option_to_grade_all(monkeypatch, tmp_path):
     result = CliRunner().invoke(cli.main, ["grade", str(tmp_path), "--out", str(tmp_path / "r"),
                                            "--suite", "public", "--gpus", "0,1", "--jobs", "3",
                                            "--timeout", "60", "--only", "alice", "--only", "bob",
-                                           "--force", "--no-sandbox", "--no-perf", "--worker-memory", "4096"])
+                                           "--force", "--no-sandbox", "--no-perf", "--worker-memory", "4096",
+                                           "--per-gpu", "3"])
     assert result.exit_code == 0, result.output
     assert seen["kwargs"] == {"submissions": str(tmp_path), "out": str(tmp_path / "r"), "suite": "public",
                               "gpus": "0,1", "jobs": 3, "timeout": 60.0, "only": ("alice", "bob"),
-                              "force": True, "no_sandbox": True, "no_perf": True, "worker_memory": 4096}
+                              "force": True, "no_sandbox": True, "no_perf": True, "worker_memory": 4096,
+                              "per_gpu": 3}
 
 
 def test_grade_slurm_passes_the_slurm_options_to_grade_on_slurm(monkeypatch, tmp_path):
@@ -74,20 +76,21 @@ def test_grade_refuses_a_missing_submissions_folder(tmp_path):
     assert result.exit_code == 2 and "does not exist" in result.output
 
 
-def test_bench_grader_calls_bench_grader_with_copies(monkeypatch):
+def test_bench_grading_calls_bench_grader_with_copies(monkeypatch):
     seen = _capture(monkeypatch, "bench_grader")
     result = CliRunner().invoke(cli.main, ["bench", "grading", "--copies", "3"])
     assert result.exit_code == 0, result.output
     assert seen["args"] == (3,)
-    assert seen["kwargs"] == {"gpus": None, "suite": "all", "no_perf": False}
+    assert seen["kwargs"] == {"gpus": None, "suite": "all", "no_perf": False, "per_gpu": None, "out": None}
 
 
-def test_bench_grader_passes_gpus_suite_and_no_perf(monkeypatch):
+def test_bench_grading_passes_gpus_per_gpu_suite_no_perf_and_out(monkeypatch, tmp_path):
     seen = _capture(monkeypatch, "bench_grader")
-    result = CliRunner().invoke(cli.main, ["bench", "grading", "--copies", "2", "--gpus", "0,1",
-                                           "--suite", "public", "--no-perf"])
+    result = CliRunner().invoke(cli.main, ["bench", "grading", "--copies", "2", "--gpus", "0,1", "--per-gpu", "4",
+                                           "--suite", "public", "--no-perf", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert seen["args"] == (2,) and seen["kwargs"] == {"gpus": "0,1", "suite": "public", "no_perf": True}
+    assert seen["args"] == (2,) and seen["kwargs"] == {"gpus": "0,1", "suite": "public", "no_perf": True,
+                                                       "per_gpu": 4, "out": str(tmp_path)}
 
 
 def test_bench_summary_reports_throughput_and_overhead():
@@ -95,6 +98,14 @@ def test_bench_summary_reports_throughput_and_overhead():
     text = runner.bench_summary(results, elapsed=60.0)
     assert "2.00 submissions/minute" in text
     assert "overhead beyond test time: 2.50 s" in text and "grader side 0.50 s" in text
+    assert "per hour per GPU" not in text        # no GPU: no per-GPU figure
+
+
+def test_bench_summary_reports_submissions_per_hour_per_gpu():
+    results = [{"status": "graded", "gpu": "0", "per_gpu": 4,
+                "timing": {"tests_s": 2.0, "child_s": 4.0, "total_s": 4.5}}] * 4
+    text = runner.bench_summary(results, elapsed=600.0, gpus=2)
+    assert "12.0 submissions per hour per GPU (2 GPU(s), 4 at once on each)" in text
 
 
 def test_examples_hold_reference_stubs_and_a_buggy_partial(tmp_path):
@@ -120,7 +131,8 @@ def test_grade_help_runs_without_importing_torch():
     assert "--no-sandbox" in done.stdout and "--only" in done.stdout
 
 
-@pytest.mark.parametrize("option, value", [("--jobs", "0"), ("--timeout", "0"), ("--worker-memory", "-1")])
+@pytest.mark.parametrize("option, value", [("--jobs", "0"), ("--timeout", "0"), ("--worker-memory", "-1"),
+                                           ("--per-gpu", "0")])
 def test_out_of_range_options_are_refused_before_anything_runs(tmp_path, option, value):
     result = CliRunner().invoke(cli.main, ["grade", str(tmp_path), option, value])
     assert result.exit_code == 2 and option in result.output and "Traceback" not in result.output

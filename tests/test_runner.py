@@ -255,14 +255,14 @@ def test_one_slot_per_gpu_and_cpu_child_sees_no_gpu(tmp_path, monkeypatch):
             return 0
 
     monkeypatch.setattr(runner, "Batch", FakeBatch)
-    grade_all(tmp_path, gpus="0,1,2")
+    grade_all(tmp_path, gpus="0,1,2", per_gpu=1)
     assert seen["settings"].slots == ["0", "1", "2"] and seen["settings"].gpu_mode
     grade_all(tmp_path, gpus="", jobs=3)
     assert seen["settings"].slots == [None, None, None] and not seen["settings"].gpu_mode
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
-    grade_all(tmp_path)
+    grade_all(tmp_path, per_gpu=1)
     assert seen["settings"].slots == ["5"]
-    grade_all(tmp_path, gpus="all")
+    grade_all(tmp_path, gpus="all", per_gpu=1)
     assert seen["settings"].slots == ["5"]
     # --jobs 0 and a negative --timeout are refused by the CLI's option types (test_cli_grade).
 
@@ -372,3 +372,89 @@ def test_resume_key_holds_the_memory_cap_only_when_the_ta_set_it(tmp_path):
 
 def test_worker_memory_default_never_goes_below_what_cuda_needs():
     assert runner.default_worker_memory_mb(2, physical_bytes=24 * 2**30) == runner.MIN_WORKER_MEMORY_MB
+
+
+# --- several submissions per GPU ----------------------------------------------------------------------
+
+
+def test_per_gpu_repeats_each_gpu_interleaved_and_shares_the_memory_cap(tmp_path, monkeypatch):
+    seen = {}
+
+    class FakeBatch:
+        def __init__(self, settings):
+            seen["settings"] = settings
+
+        def run(self):
+            return 0
+
+    monkeypatch.setattr(runner, "Batch", FakeBatch)
+    grade_all(tmp_path, gpus="0,1", per_gpu=3, worker_memory=None)
+    settings = seen["settings"]
+    assert settings.slots == ["0", "1", "0", "1", "0", "1"] and settings.per_gpu == 3
+    assert settings.worker_memory_mb == runner.default_worker_memory_mb(6)
+    monkeypatch.setattr(runner, "default_per_gpu", lambda gpus: 2)
+    grade_all(tmp_path, gpus="7")
+    assert seen["settings"].slots == ["7", "7"]
+    with pytest.raises(runner.GraderError, match="--per-gpu"):
+        grade_all(tmp_path, gpus="0", per_gpu=0)
+
+
+@pytest.mark.parametrize("cores, ram_gib, gpu_gib, gpus, expected", [
+    (16, 128, 141, 1, 4),      # one H200 with its node's share: capped at the measured 4
+    (128, 2048, 141, 8, 4),    # the 8-GPU node: 16 cores and 256 GiB per GPU
+    (8, 128, 141, 1, 2),       # few cores: the compiles are the limit
+    (64, 32, 141, 1, 2),       # little RAM
+    (64, 512, 40, 1, 1),       # a small GPU
+    (2, 4, None, 1, 1),        # never below one
+])
+def test_default_per_gpu_is_the_least_that_cores_ram_and_gpu_memory_allow(cores, ram_gib, gpu_gib, gpus,
+                                                                          expected):
+    gpu_bytes = gpu_gib << 30 if gpu_gib else 0
+    assert runner.default_per_gpu(gpus, cores=cores, ram_bytes=ram_gib << 30, gpu_memory_bytes=gpu_bytes) == expected
+
+
+def test_gpu_memory_comes_from_nvidia_smi_and_is_none_without_it():
+    def smi(argv, **kwargs):
+        return subprocess.CompletedProcess(argv, 0, stdout="143771\n81559\n", stderr="")
+
+    assert runner.gpu_memory_total(run=smi) == 81559 << 20
+
+    def missing(argv, **kwargs):
+        raise FileNotFoundError("nvidia-smi")
+
+    assert runner.gpu_memory_total(run=missing) is None
+
+
+LOCK_PROBE = """
+import os, sys
+from grader import gpu_lock
+lock = gpu_lock.current()
+fds = [int(part) for part in os.environ[gpu_lock.FDS_ENV].split(",")]
+with lock.exclusive(wait_s=0.5) as hold:
+    line = f"{type(lock).__name__} {os.fstat(fds[0]).st_ino} {os.fstat(fds[1]).st_ino} {int(hold.waited_out)}"
+os.write(int(sys.argv[1]), line.encode())
+"""
+
+
+def test_each_checking_run_gets_its_own_descriptions_of_its_gpus_lock(tmp_path, monkeypatch):
+    _write_suite(tmp_path / "suite")
+    settings = runner.Settings(tmp_path / "subs", tmp_path / "out", slots=["0", "0"], gpu_mode=True,
+                               sandbox=False, tests_root=tmp_path / "suite", points_dir=tmp_path / "suite" / "points",
+                               quiet=True, per_gpu=2)
+    (tmp_path / "subs").mkdir()
+    monkeypatch.setattr(runner.Batch, "checker_command",
+                        lambda self, impl_dir, fd: [sys.executable, "-c", LOCK_PROBE, str(fd)])
+    batch = runner.Batch(settings)
+    try:
+        lock_file, turnstile = gpu_lock_paths = runner.gpu_lock.lock_paths(batch.scratch_root / "gpu-locks", "0")
+        # another checker on the same GPU holds it exclusively: this run's own description must wait
+        holder = runner.gpu_lock.GpuLock(*runner.gpu_lock.open_for_child(batch.scratch_root / "gpu-locks", "0"))
+        with holder.exclusive():
+            busy = batch.execute("a", tmp_path / "scratch-a", "0")
+        free = batch.execute("b", tmp_path / "scratch-b", "0")
+        inodes = f"{lock_file.stat().st_ino} {turnstile.stat().st_ino}"
+        assert busy.stream == f"GpuLock {inodes} 1", busy.log
+        assert free.stream == f"GpuLock {inodes} 0", free.log
+        assert all(path.parent == batch.scratch_root / "gpu-locks" for path in gpu_lock_paths)
+    finally:
+        runner._remove_tree(batch.scratch_root)

@@ -37,6 +37,9 @@ SUITE = click.option("--suite", type=click.Choice(["public", "hidden", "all"]), 
                      help="Which suites each submission is graded with.")
 GPUS = click.option("--gpus", default=None, help="Comma-separated GPU indices (default: all visible).")
 NO_PERF = click.option("--no-perf", is_flag=True, help="Skip the timed performance checks.")
+PER_GPU = click.option("--per-gpu", type=click.IntRange(min=1), default=None, metavar="N",
+                       help="Submissions graded at once on each GPU; perf checks' timing still has the GPU "
+                            "alone [default: from the cores, RAM and GPU memory, at most 4].")
 IMPL = click.option("--impl", "impl_name", default="solutions", show_default=True,
                     help="assignment, solutions, or a path to a submission.")
 
@@ -58,6 +61,7 @@ IMPL = click.option("--impl", "impl_name", default="solutions", show_default=Tru
 @click.option("--force", is_flag=True, help="Regrade even when files and suite are unchanged.")
 @click.option("--no-sandbox", is_flag=True, help="Do not run submissions inside bubblewrap.")
 @NO_PERF
+@PER_GPU
 @click.option("--worker-memory", type=click.IntRange(min=0), default=None, metavar="MB",
               help="Private memory cap of the process running each submission's code [default: half "
                    "the RAM shared over the submissions graded at once, at least 8192; 0: no cap].")
@@ -144,13 +148,16 @@ def kernels(impl_name, json_path, chart, kernels):
 @click.option("--copies", type=click.IntRange(min=1), default=4, show_default=True,
               help="How many copies of the reference submission to grade.")
 @GPUS
+@PER_GPU
 @SUITE
 @NO_PERF
-def grading(copies, gpus, suite, no_perf):
-    """Grade copies of the reference: submissions per minute and the grader's overhead per submission."""
+@click.option("--out", default=None, type=click.Path(file_okay=False),
+              help="Keep the copies' grades in this folder (default: a temporary one, deleted).")
+def grading(copies, gpus, per_gpu, suite, no_perf, out):
+    """Grade copies of the reference: submissions per hour per GPU and the grader's overhead."""
     from grader.grade.runner import bench_grader
 
-    sys.exit(bench_grader(copies, gpus=gpus, suite=suite, no_perf=no_perf))
+    sys.exit(bench_grader(copies, gpus=gpus, suite=suite, no_perf=no_perf, per_gpu=per_gpu, out=out))
 
 
 @main.command()
