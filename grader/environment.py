@@ -84,9 +84,15 @@ def session_fingerprint() -> dict:
 
 
 def retry_reasons() -> list[str]:
-    """Reasons to retry rather than grade: the session's measurements, plus a fresh process check."""
+    """Reasons to retry rather than grade: the session's measurements, plus a fresh process check.
+
+    While this run holds its GPU's lock exclusively (several submissions share the GPU), the other
+    submissions' processes are there by design and are not running kernels: they are not a reason."""
+    from grader import gpu_lock
+
     info = dict(session_fingerprint())
-    info["other_gpu_processes"] = other_gpu_processes(_gpu_uuid_or_none())
+    sharing = gpu_lock.current().held_exclusively
+    info["other_gpu_processes"] = [] if sharing else other_gpu_processes(_gpu_uuid_or_none())
     return problems(info)
 
 

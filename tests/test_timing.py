@@ -45,18 +45,20 @@ def test_rounds_alternate_which_side_runs_first(clock):
     first_by_round = {}
     for name, round_input in events:
         first_by_round.setdefault(round_input, name)
-    assert list(first_by_round.values()) == ["submission", "base", "submission", "base"]
+    # input 1 is the untimed warm-up call (compiles, autotune) before the rounds
+    assert list(first_by_round.values()) == ["submission", "submission", "base", "submission", "base"]
 
 
 def test_each_round_draws_fresh_inputs(clock):
     events = []
     measure(clock, kernel_module(clock, 2.0, events), {"base": baseline(clock, 1.0)}, rounds=3,
             wall_check=False)
-    assert sorted({x for _, x in events}) == [1, 2, 3]
+    assert sorted({x for _, x in events}) == [1, 2, 3, 4]     # the warm-up's, then one per round
 
 
 def test_ratio_is_the_median_over_rounds(clock):
-    times = iter([2.0, 2.0, 8.0, 8.0, 2.0, 2.0])      # warm-up + timed call per round; round 2 is slow
+    # the untimed warm-up, then warm-up + timed call per round; round 2 is slow
+    times = iter([2.0] + [2.0, 2.0, 8.0, 8.0, 2.0, 2.0] + [2.0] * 100)
 
     def add_one(x):
         clock.advance(next(times))
@@ -66,6 +68,25 @@ def test_ratio_is_the_median_over_rounds(clock):
     result = measure(clock, modules, {"base": baseline(clock, 1.0)}, rounds=3, wall_check=False)
     assert result.claimed_ms == pytest.approx(2.0)
     assert result.ratio == pytest.approx(0.5)
+
+
+def test_disagreeing_rounds_get_more_rounds_before_the_median(clock):
+    # rounds 1 and 3 slow: with three rounds the median would be slow; more rounds outvote them
+    times = iter([2.0] + [8.0, 8.0, 2.0, 2.0, 8.0, 8.0] + [2.0] * 100)
+
+    def add_one(x):
+        clock.advance(next(times))
+        return x + 1
+
+    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
+    result = measure(clock, modules, {"base": baseline(clock, 1.0)}, rounds=3, wall_check=False)
+    assert len(result.rounds) == timing.MAX_ROUNDS
+    assert result.claimed_ms == pytest.approx(2.0)
+
+
+def test_agreeing_rounds_stop_at_the_asked_number(clock):
+    result = measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)}, rounds=3, wall_check=False)
+    assert len(result.rounds) == 3
 
 
 def test_wrong_output_on_timed_inputs_fails_the_measurement(clock):
@@ -142,9 +163,12 @@ class ForgingImpl(FakeImpl):
         return self.reply(fn, real)
 
 
-@pytest.mark.parametrize("forged", [lambda fn, real: "fast", lambda fn, real: (float("nan"), real[1]),
-                                    lambda fn, real: (-1.0, real[1]), lambda fn, real: (2.0,)],
-                         ids=["string", "nan", "negative", "no-output"])
+@pytest.mark.parametrize("forged", [lambda fn, real: "fast", lambda fn, real: (float("nan"), *real[1:]),
+                                    lambda fn, real: (-1.0, *real[1:]), lambda fn, real: (2.0,),
+                                    lambda fn, real: real[:2], lambda fn, real: (*real[:2], -1),
+                                    lambda fn, real: (*real[:2], "3")],
+                         ids=["string", "nan", "negative", "no-output", "no-refreshes", "negative-refreshes",
+                              "string-refreshes"])
 def test_a_malformed_timing_reply_fails_cleanly(clock, forged):
     impl = ForgingImpl(kernel_module(clock, 2.0), clock,
                        lambda fn, real: forged(fn, real) if fn is timing.time_kernel else real)
@@ -190,7 +214,7 @@ def test_window_calls_scale_with_the_claim(clock):
 
 
 def test_baseline_drift_within_the_spread_is_not_a_retry(clock):
-    times = iter([1.0, 1.2, 1.0])        # 20%: what cuDNN drifted between rounds on a healthy H200
+    times = iter([1.0, 1.2, 1.0] + [1.0] * 10)   # 20%: what cuDNN drifted between rounds on a healthy H200
 
     def factory(x):
         return lambda: clock.advance(next(times))
@@ -200,7 +224,7 @@ def test_baseline_drift_within_the_spread_is_not_a_retry(clock):
 
 
 def test_disagreeing_rounds_ask_for_a_retry(clock):
-    times = iter([1.0, 3.0, 1.0])
+    times = iter([1.0, 3.0, 1.0, 3.0, 1.0, 3.0, 1.0])
 
     def factory(x):
         return lambda: clock.advance(next(times))

@@ -1,0 +1,112 @@
+"""Stop the worker (and every process it started) while the checker times its baselines.
+
+Student code may leave a thread behind that loads the GPU, say saturating HBM, whenever the checker
+times the baseline, so that the baseline looks slow and the ratio good. SIGSTOP stops every thread of
+the worker and of its descendants; kernels they queued before still run, so the checker waits until a
+short copy probe runs at the GPU's norm again (at most QUIET_WAIT_S) before it times anything.
+SIGCONT in every case afterwards, even when the timing fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+
+QUIET_WAIT_S = 2.0
+QUIET_FRACTION = 0.7          # probe bandwidth at or above this fraction of the norm: the GPU is ours
+PROBE_BYTES = 64 << 20
+
+
+@contextlib.contextmanager
+def paused_worker(impl, kill=os.kill, quiet=None):
+    """Keep `impl`'s worker process tree stopped inside the block (no-op for an in-process impl)."""
+    pid = getattr(impl, "worker_pid", None)
+    if not isinstance(pid, int) or pid <= 1 or pid == os.getpid():
+        yield []
+        return
+    stopped = []
+    try:
+        for _ in range(3):               # a child forked while we scanned is caught on the next pass
+            new = [p for p in [pid, *descendants(pid)] if p not in stopped and p not in _ancestors()]
+            if not new:
+                break
+            for target in new:
+                try:
+                    kill(target, signal.SIGSTOP)
+                    stopped.append(target)
+                except ProcessLookupError:
+                    continue
+        (quiet or wait_until_gpu_quiet)()
+        yield stopped
+    finally:
+        for target in stopped:
+            try:
+                kill(target, signal.SIGCONT)
+            except ProcessLookupError:
+                continue
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, from /proc (empty where /proc is missing)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+    for name in entries:
+        try:
+            with open(f"/proc/{name}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(name))
+    found, stack = [], list(children.get(pid, []))
+    while stack:
+        child = stack.pop()
+        if child not in found:
+            found.append(child)
+            stack.extend(children.get(child, []))
+    return found
+
+
+def _ancestors() -> set[int]:
+    """This process and its parents: never stopped, whatever the worker's pid claims."""
+    chain, pid = set(), os.getpid()
+    while pid > 1 and pid not in chain:
+        chain.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                pid = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return chain
+
+
+def wait_until_gpu_quiet(clock=time.monotonic, sleep=time.sleep) -> bool:
+    """Wait until work queued by the stopped processes has drained: a 64 MB copy runs at the norm.
+    True when it did within QUIET_WAIT_S (or there is no GPU or no norm to compare with)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return True
+    from grader.environment import norm_for
+
+    norm = norm_for(torch.cuda.get_device_name())
+    if norm is None:
+        return True
+    source = torch.empty(PROBE_BYTES // 4, device="cuda")
+    target = torch.empty_like(source)
+    deadline = clock() + QUIET_WAIT_S
+    while True:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(4):
+            target.copy_(source)
+        end.record()
+        end.synchronize()
+        gbs = 4 * 2 * PROBE_BYTES / (start.elapsed_time(end) * 1e-3) / 1e9
+        if gbs >= QUIET_FRACTION * norm["copy_gbs"] or clock() >= deadline:
+            return gbs >= QUIET_FRACTION * norm["copy_gbs"]
+        sleep(0.01)

@@ -1,0 +1,193 @@
+"""Timing cheats (issue 14 hole 8) against grader.timing, on CPU with fakes: memoised outputs, work hidden
+from the timed stream, and a worker that loads the GPU while the checker times the baseline."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+import types
+
+import pytest
+from perf_fakes import FakeImpl, baseline, clock_bench
+
+from grader import pausing, timing
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    from perf_fakes import fake_clock
+
+    return fake_clock(monkeypatch)
+
+
+def tensor_inputs():
+    state = {"n": 0}
+
+    def make():
+        state["n"] += 1
+        return (torch.randn(64, generator=torch.Generator().manual_seed(state["n"])),)
+
+    return make
+
+
+def plus_one_check(output, inputs):
+    assert torch.equal(output, inputs[0] + 1), "wrong output for the timed inputs"
+
+
+def memoising_module(clock, key):
+    """add_one that costs 2 ms the first time it sees `key(x)` and nothing afterwards."""
+    cache = {}
+
+    def add_one(x):
+        k = key(x)
+        if k not in cache:
+            clock.advance(2.0)
+            cache[k] = x + 1
+        clock.advance(0.001)          # a lookup is cheap, not free
+        return cache[k].clone()
+
+    return types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
+
+
+def measure(clock, modules, **options):
+    impl = FakeImpl(modules, clock)
+    return timing.measure_ratio(impl, "demo.add_one", tensor_inputs(), {"base": baseline_tensor(clock, 1.0)},
+                                check=plus_one_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
+                                environment=lambda: [], wall_check=False, **options)
+
+
+def baseline_tensor(clock, ms):
+    def factory(x):
+        def run():
+            clock.advance(ms)
+            return x + 1
+        return run
+    return factory
+
+
+def sampled_key(x):
+    # what a careful cheat keys on: where the input lives, its layout, and a sample of its values
+    return (x.data_ptr(), tuple(x.shape), tuple(x.stride()), float(x[0]), float(x[-1]))
+
+
+def test_an_output_memoised_on_address_layout_and_sampled_values_gains_nothing(clock):
+    honest = measure(clock, memoising_module(clock, key=lambda x: object()))   # never hits
+    cheat = measure(clock, memoising_module(clock, key=sampled_key))
+    assert cheat.claimed_ms == pytest.approx(honest.claimed_ms) == pytest.approx(2.001)
+
+
+def test_an_output_replayed_for_the_same_address_is_caught_by_the_audit(clock):
+    with pytest.raises(AssertionError, match="wrong output for the timed inputs"):
+        measure(clock, memoising_module(clock, key=lambda x: x.data_ptr()))
+
+
+def test_refreshes_replayed_at_once_match_the_worker_s_call_by_call_refreshes():
+    worker = (torch.randn(5, 7), torch.randn(3, dtype=torch.float64), torch.arange(4), 3)
+    checker = timing._clone_inputs(worker)
+    for step in range(1, 12):
+        timing.refresh_inputs(worker, seed=99, step=step)
+    timing.replay_refreshes(checker, seed=99, steps=11)
+    assert all(torch.equal(a, b) for a, b in zip(worker[:3], checker[:3]))
+    assert torch.equal(worker[2], torch.arange(4))            # integers are left alone
+    original = timing._clone_inputs(checker)
+    timing.refresh_inputs(checker, seed=99, step=12)
+    assert not torch.equal(checker[0], original[0])
+    assert sorted(checker[0].abs().flatten().tolist()) == sorted(original[0].abs().flatten().tolist())
+
+
+def test_work_hidden_from_the_timed_stream_is_counted_by_the_synchronised_span(clock, monkeypatch):
+    # add_one returns at once and leaves 2 ms of work queued elsewhere (a side stream); only a
+    # device-wide synchronize waits for it. The per-call timer (the fake do_bench) sees nothing.
+    pending = {"ms": 0.0}
+
+    def add_one(x):
+        pending["ms"] += 2.0
+        return x + 1
+
+    def device_sync():
+        clock.advance(pending["ms"])
+        pending["ms"] = 0.0
+
+    monkeypatch.setattr(timing, "_cuda_available", lambda: True)
+    monkeypatch.setattr(timing, "_captured_sync", device_sync)
+    monkeypatch.setattr(timing, "_wall_clock", clock)
+    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
+    result = measure(clock, modules)
+    assert result.claimed_ms >= (2.0 - timing.SPAN_HOST_ALLOWANCE_MS) / timing.SYNC_SLACK
+
+
+def test_the_device_synchronize_is_kept_from_before_student_code_rebinds_it(monkeypatch):
+    monkeypatch.setattr(timing, "_captured_sync", None)
+    timing.capture_device_sync()
+    kept = timing._captured_sync
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    timing.capture_device_sync()
+    assert timing._captured_sync is kept
+
+
+def _spin(counter):
+    while True:
+        counter.value += 1
+
+
+class WorkerImpl(FakeImpl):
+    """A fake impl whose 'worker' is a real process that keeps working on its own (a hostile thread)."""
+
+    def __init__(self, modules, clock, pid):
+        super().__init__(modules, clock)
+        self.worker_pid = pid
+
+
+def test_the_worker_is_stopped_while_the_baseline_runs_and_resumed_after(clock):
+    context = multiprocessing.get_context("fork")
+    counter = context.Value("q", 0, lock=False)   # no lock: a stopped holder would block the checker
+    spinner = context.Process(target=_spin, args=(counter,), daemon=True)
+    spinner.start()
+    seen = []
+
+    def base(x):
+        def run():
+            before = counter.value
+            time.sleep(0.05)
+            seen.append(counter.value - before)
+            clock.advance(1.0)
+            return x + 1
+        return run
+
+    try:
+        while counter.value == 0:
+            time.sleep(0.01)
+        impl = WorkerImpl(memoising_module(clock, key=lambda x: object()), clock, spinner.pid)
+        timing.measure_ratio(impl, "demo.add_one", tensor_inputs(), {"base": base}, check=plus_one_check,
+                             bench=clock_bench(clock), clock=clock, sync=lambda: None,
+                             environment=lambda: [], wall_check=False)
+        assert len(seen) == 3 and seen == [0, 0, 0], f"the worker ran while the baseline was timed: {seen}"
+        before = counter.value
+        time.sleep(0.05)
+        assert counter.value > before, "the worker was not resumed"
+    finally:
+        spinner.kill()
+        spinner.join(5)
+
+
+def test_pausing_stops_the_worker_s_children_too_and_never_the_checker(tmp_path):
+    sent = []
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(30,), daemon=True)
+    child.start()
+    try:
+        impl = types.SimpleNamespace(worker_pid=os.getpid())          # a forged pid: ours
+        with pausing.paused_worker(impl, kill=lambda pid, sig: sent.append((pid, sig)), quiet=lambda: True):
+            pass
+        assert sent == []
+        impl = types.SimpleNamespace(worker_pid=child.pid)
+        with pausing.paused_worker(impl, kill=lambda pid, sig: sent.append((pid, sig)), quiet=lambda: True):
+            assert sent == [(child.pid, signal.SIGSTOP)]
+        assert sent[-1] == (child.pid, signal.SIGCONT)
+        assert child.pid in pausing.descendants(os.getpid())
+    finally:
+        child.kill()
+        child.join(5)
