@@ -112,7 +112,16 @@ EXPECTED = {
     "hung_kernel": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL, message=r"did not return within \d+ s"),
     "oob_kernel_write": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL + (ATTENTION,),
                                message=r"illegal memory access.*fresh process"),
+    # timing cheats: correct code, so every correctness check is kept; their perf ratio is judged by
+    # test_timing_cheats_gain_nothing_over_the_clean_reference
+    "timing_side_stream": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
+    "timing_memo": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
+    "timing_hbm_thread": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
 }
+TIMING_CHEATS = ("timing_side_stream", "timing_memo", "timing_hbm_thread")
+GALLERY_PERF = "softmax.gallery.perf"
+# A cheat's ratio may exceed the clean reference's by run-to-run noise, not more (issue 14 hole 8).
+CHEAT_RATIO_TOLERANCE = 1.15
 
 HOLES = {  # attack -> why it still scores today (strict xfail: fixing the hole makes the test pass)
 }
@@ -215,7 +224,8 @@ def processes_with(token: str) -> list[int]:
     return pids
 
 
-def grade_gallery(root: Path, names: list[str], gpus: str, call_timeout: str, batch_timeout: float):
+def grade_gallery(root: Path, names: list[str], gpus: str, call_timeout: str, batch_timeout: float,
+                  perf: bool = False, per_gpu: int | None = None):
     """Grade `names` in one batch under `root`; yields what the tests look at, then cleans up."""
     token = uuid.uuid4().hex[:12]
     (root / "suite" / "tests_public").mkdir(parents=True)
@@ -245,8 +255,8 @@ def grade_gallery(root: Path, names: list[str], gpus: str, call_timeout: str, ba
             patch.setenv("GRADER_CALL_TIMEOUT", call_timeout)
             status = runner.grade_all(root / "submissions", out=root / "out", suite="all", gpus=gpus, jobs=2,
                                       timeout=batch_timeout, tests_root=root / "suite",
-                                      points_dir=root / "suite" / "points", no_perf=True, quiet=True,
-                                      no_sandbox=not SANDBOXED)
+                                      points_dir=root / "suite" / "points", no_perf=not perf, quiet=True,
+                                      no_sandbox=not SANDBOXED, per_gpu=per_gpu)
     finally:
         listener.close()
         secret.unlink()
@@ -434,3 +444,28 @@ def test_channel_garbage_is_refused_not_run_by_the_checker(batch):
     assert any(re.search(r"unreadable reply|references (posix|os)\.system, which the checker does not accept", m)
                for m in messages), messages
     assert not any("channel" in p for p in batch["escaped"])
+
+
+@pytest.fixture(scope="module")
+def timing_batch(tmp_path_factory):
+    """The timing cheats and the clean reference, graded with perf checks on (GPU only)."""
+    if not ON_GPU:
+        pytest.skip("needs CUDA: timing cheats play on CUDA streams, events and HBM")
+    yield from grade_gallery(tmp_path_factory.mktemp("gallery-timing"), ["clean", *TIMING_CHEATS], gpus="all",
+                             call_timeout=GPU_CALL_TIMEOUT_S, batch_timeout=GPU_BATCH_TIMEOUT_S, perf=True,
+                             per_gpu=int(os.environ.get("GALLERY_PER_GPU", "0")) or None)
+
+
+def gallery_perf_ratio(batch, name: str) -> float:
+    tests = checks_of(result_of(batch, name))[GALLERY_PERF]["tests"]
+    ratios = [t["perf"]["ratio"] for t in tests if t.get("perf")]
+    assert ratios, f"{name}: no perf record ({[t['message'][:300] for t in tests]})"
+    return ratios[0]
+
+
+@pytest.mark.parametrize("name", TIMING_CHEATS)
+def test_timing_cheats_gain_nothing_over_the_clean_reference(timing_batch, name):
+    clean = gallery_perf_ratio(timing_batch, "clean")
+    cheat = gallery_perf_ratio(timing_batch, name)
+    print(f"GALLERY-RATIO {name} {cheat:.3f} clean {clean:.3f}")
+    assert cheat <= clean * CHEAT_RATIO_TOLERANCE, f"{name} timed at {cheat:.3f} against the clean {clean:.3f}"

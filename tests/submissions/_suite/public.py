@@ -55,3 +55,18 @@ def test_e_flash_attention_forward_matches_math(impl, gen, device):
     weights = torch.exp((q @ k.transpose(-1, -2)) / math.sqrt(16))
     expected = (weights / weights.sum(-1, keepdim=True)) @ v
     assert_close(o, expected, atol=1e-4, rtol=1e-4, what="o", context="B=1 H=1 N=16 d=16 fp32")
+
+
+@pytest.mark.perf("softmax.gallery.perf")
+@pytest.mark.triton
+def test_f_softmax_triton_bandwidth(impl, record_perf):
+    # the timing cheats' target: graded only with perf checks on (GPU), like the real softmax perf check
+    from grader.benchmarks import softmax as cases
+    from grader.timing import measure_ratio
+
+    case = cases._case(4096, check="softmax.gallery.perf")
+    gen = torch.Generator(device="cuda").manual_seed(4096)
+    with impl.guards(forbid=SOFTMAX_OPS, require_triton=True):
+        result = measure_ratio(impl, case.target, lambda: case.make_inputs(gen), case.baselines,
+                               check=case.check_output, bytes_moved=case.bytes_moved)
+    record_perf(**result.as_record())
