@@ -43,8 +43,10 @@ UNSTABLE_SPREAD is flagged `retry` rather than graded low.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
+import os
 import random
 import statistics
 import time
@@ -76,6 +78,8 @@ SYNC_SPAN_MS = 20.0            # back-to-back calls closed by a device-wide sync
 MAX_SYNC_CALLS = 200
 SYNC_SLACK = 1.1               # graded time >= (synchronised span per call - allowance) / SYNC_SLACK
 SPAN_HOST_ALLOWANCE_MS = 0.02  # per-call launch cost a back-to-back span may show and events do not
+RAMP_MS = 150.0
+WARMUP_ENV = "GRADER_PERF_WARMUP"   # "exclusive": compile and autotune with the GPU alone (slower batches)
 
 
 # --- worker side: run where the student's code lives (`impl.run(time_kernel, ...)`) -----------------
@@ -421,7 +425,7 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
                   flops: float | None = None, bytes_moved: float | None = None,
                   warmup_ms: float = DEFAULT_WARMUP_MS, rep_ms: float = DEFAULT_REP_MS,
                   wall_check: bool = True, environment=None, bench=None,
-                  clock=_wall_clock, sync=None, pause=None, lock=None) -> PerfResult:
+                  clock=_wall_clock, sync=None, pause=None, lock=None, ramp=None) -> PerfResult:
     """Time `target` in the impl's worker against `baselines` here; return the ratios.
 
     Args:
@@ -434,7 +438,8 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
         environment: () -> list of reasons the environment is off (default: the GPU's norms, cached).
         bench, clock, sync: injectable for tests (do_bench median, perf_counter, cuda synchronize).
         pause: (impl) -> context manager stopping the worker while baselines run (default:
-            `grader.pausing.paused_worker`); lock: the GPU lock (default: this run's, grader.gpu_lock).
+            `grader.pausing.paused_worker`); lock: the GPU lock (default: this run's, grader.gpu_lock);
+            ramp: () -> None, brings the GPU's clocks up before the warm-up (default: `ramp_clocks`).
     """
     if not baselines:
         raise ValueError("measure_ratio needs at least one baseline")
@@ -444,8 +449,13 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
 
     bench, sync = bench or bench_median, sync or synchronize
     lock = gpu_lock.current() if lock is None else lock
-    # Compile and autotune under the shared lock: other submissions on this GPU need not wait for them.
-    impl.run(warm_up, target, tuple(make_inputs()))
+    # Compile and autotune once, untimed, with the clocks already up (an autotuner timing configs on an
+    # idle GPU's ramping clocks picks a different config from run to run). Under the shared lock by
+    # default: the compiles are CPU work that other submissions on this GPU need not wait for.
+    warm_exclusive = os.environ.get(WARMUP_ENV, "shared") == "exclusive"
+    with (lock.exclusive() if warm_exclusive else contextlib.nullcontext()):
+        (ramp or ramp_clocks)()
+        impl.run(warm_up, target, tuple(make_inputs()))
     reasons = []
     with lock.exclusive() as hold:
         if hold.waited_out:
@@ -570,6 +580,20 @@ def _nbytes(value) -> int:
     if isinstance(value, dict):
         return sum(_nbytes(item) for item in value.values())
     return 0
+
+
+def ramp_clocks(ms: float = RAMP_MS) -> None:
+    """Keep the GPU busy for `ms` so its clocks leave idle (345 MHz on an idle H200) before autotuning."""
+    if not _cuda_available():
+        return
+    import torch
+
+    a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+    start = _wall_clock()
+    while (_wall_clock() - start) * 1e3 < ms:
+        for _ in range(20):
+            a @ a
+        device_synchronize()
 
 
 def _cuda_available() -> bool:

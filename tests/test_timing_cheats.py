@@ -57,7 +57,7 @@ def measure(clock, modules, **options):
     impl = FakeImpl(modules, clock)
     return timing.measure_ratio(impl, "demo.add_one", tensor_inputs(), {"base": baseline_tensor(clock, 1.0)},
                                 check=plus_one_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
-                                environment=lambda: [], wall_check=False, **options)
+                                environment=lambda: [], wall_check=False, ramp=lambda: None, **options)
 
 
 def baseline_tensor(clock, ms):

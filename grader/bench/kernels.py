@@ -4,9 +4,10 @@ Bench is staff and student tooling: it imports the implementation into this proc
 case with the same `grader.timing.measure_ratio` the hidden perf tests use, then prints a table
 (achieved throughput, baseline, ratio, ladder level) under the environment fingerprint and draws the
 roofline chart. Calibrate runs the reference solutions the same way and writes, for this GPU model,
-ladders of 0.70 / 0.85 / 0.95 x the reference's ratio (perf-anchors 9.1 item 5) to
-grader/calibration.json. The reference ratio of a check is the LOWEST over its cases, so the reference
-itself reaches "excellent" on every case with 5% to spare for noise.
+ladders of 0.70 / 0.85 / 0.90 x the reference's ratio to grader/calibration.json. The reference ratio
+of a check is the LOWEST over its cases, so the reference itself reaches "excellent" on every case with
+10% to spare: on the H200 the same code's graded ratios moved by up to 9% between grades (attention
+forward 0.79-0.92 over two grades), so 5% (perf-anchors 9.1 item 5's 0.95) cost it points to noise.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from grader import benchmarks as bench_cases
 from grader.points import CALIBRATION_FILE, LADDER_LEVELS, load_calibration, load_points
 
-LADDER_FRACTIONS = {"pass": 0.70, "good": 0.85, "excellent": 0.95}
+LADDER_FRACTIONS = {"pass": 0.70, "good": 0.85, "excellent": 0.90}
 BENCH_ROUNDS = 3
 DEVICE = "cuda"              # where inputs are drawn; the CPU tests switch it
 NEEDS_GPU = "grader {command} needs a CUDA GPU: none is visible here (torch.cuda.is_available() is False)."

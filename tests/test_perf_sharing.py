@@ -1,0 +1,90 @@
+"""A perf check on a shared GPU (issue 17 item 1): warm-up shared, timing rounds exclusive, in order."""
+
+from __future__ import annotations
+
+import contextlib
+import types
+
+import pytest
+from perf_fakes import FakeImpl, baseline, clock_bench, counter_inputs, exact_check
+
+from grader import gpu_lock, timing
+
+
+class RecordingLock:
+    """Stands in for grader.gpu_lock: records what runs while it is held exclusively."""
+
+    def __init__(self, waited_out=False):
+        self.exclusive_now = False
+        self.waited_out = waited_out
+        self.held_exclusively = False
+
+    @contextlib.contextmanager
+    def exclusive(self, wait_s=0.0):
+        self.exclusive_now = self.held_exclusively = True
+        try:
+            yield gpu_lock.Hold("exclusive", 12.0, self.waited_out)
+        finally:
+            self.exclusive_now = self.held_exclusively = False
+
+
+def run_measure(clock, lock, events, **options):
+    def add_one(x):
+        events.append(("submission", lock.exclusive_now))
+        clock.advance(2.0)
+        return x + 1
+
+    def ramp():
+        events.append(("ramp", lock.exclusive_now))
+
+    def base(x):
+        def call():
+            events.append(("baseline", lock.exclusive_now))
+            clock.advance(1.0)
+            return x + 1
+        return call
+
+    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
+    return timing.measure_ratio(FakeImpl(modules, clock), "demo.add_one", counter_inputs(), {"base": base},
+                                check=exact_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
+                                environment=lambda: [], lock=lock, ramp=ramp, **options)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    from perf_fakes import fake_clock
+
+    return fake_clock(monkeypatch)
+
+
+def test_warm_up_runs_shared_and_every_timed_call_runs_with_the_gpu_alone(clock, monkeypatch):
+    monkeypatch.delenv(timing.WARMUP_ENV, raising=False)
+    events = []
+    run_measure(clock, RecordingLock(), events)
+    assert events[:2] == [("ramp", False), ("submission", False)]          # ramp, then compile/autotune
+    assert all(exclusive for _, exclusive in events[2:]), events          # rounds and window: alone
+
+
+def test_warm_up_can_be_asked_to_have_the_gpu_alone_too(clock, monkeypatch):
+    monkeypatch.setenv(timing.WARMUP_ENV, "exclusive")
+    events = []
+    run_measure(clock, RecordingLock(), events)
+    assert all(exclusive for _, exclusive in events), events
+
+
+def test_a_gpu_that_could_not_be_had_alone_asks_for_a_retry(clock):
+    result = run_measure(clock, RecordingLock(waited_out=True), [])
+    assert result.retry and "could not be had alone" in result.retry_reasons[0]
+
+
+def test_other_submissions_processes_are_no_reason_to_retry_while_the_gpu_is_ours(monkeypatch):
+    from grader import environment
+
+    lock = RecordingLock()
+    monkeypatch.setattr(gpu_lock, "current", lambda: lock)
+    monkeypatch.setattr(environment, "session_fingerprint", lambda: {"gpu_name": "Some GPU"})
+    monkeypatch.setattr(environment, "other_gpu_processes", lambda uuid: [4242])
+    monkeypatch.setattr(environment, "_gpu_uuid_or_none", lambda: None)
+    assert environment.retry_reasons() == ["other processes are using the GPU (pids 4242)"]
+    with lock.exclusive():
+        assert environment.retry_reasons() == []
