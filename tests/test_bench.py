@@ -221,13 +221,13 @@ def test_calibration_writes_only_declared_checks_and_keeps_other_models(tmp_path
     data = json.loads(calibration.read_text())
     assert set(data) == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}
     ladder = load_points(points_dir, calibration, gpu_name="NVIDIA H200").checks["demo.perf.speed"].ladder
-    assert (ladder.passing, ladder.good, ladder.excellent, ladder.source) == (0.63, 0.765, 0.855, "NVIDIA H200")
+    assert (ladder.passing, ladder.good, ladder.excellent, ladder.source) == (0.63, 0.765, 0.81, "NVIDIA H200")
 
 
 def test_ladder_display_shows_old_and_new(points_dir, tmp_path):
     points = load_points(points_dir, tmp_path / "none.json", gpu_name="NVIDIA H200")
     text = bench.format_ladders("NVIDIA H200", points, {"demo.perf.speed": bench.ladder_for(0.9)})
-    assert "0.500 / 0.700 / 0.850 (default) -> 0.630 / 0.765 / 0.855" in text
+    assert "0.500 / 0.700 / 0.850 (default) -> 0.630 / 0.765 / 0.810" in text
 
 
 def test_table_lists_ratio_level_and_missing_kernels(points_dir, tmp_path):
