@@ -458,3 +458,16 @@ def test_each_checking_run_gets_its_own_descriptions_of_its_gpus_lock(tmp_path, 
         assert all(path.parent == batch.scratch_root / "gpu-locks" for path in gpu_lock_paths)
     finally:
         runner._remove_tree(batch.scratch_root)
+
+
+def test_submissions_sharing_a_gpu_slot_are_graded_alike(tmp_path):
+    # Two checking runs on "GPU 0" at once, each with its lock's fds (no CUDA here: the tests run on CPU)
+    _write_suite(tmp_path / "suite")
+    for student in ("one", "two"):
+        _submission(tmp_path / "subs", student, {"softmax.py": GOOD_SOFTMAX, "assignment/matmul.py": GOOD_MATMUL})
+    status = _grade(tmp_path / "suite", tmp_path / "subs", tmp_path / "out", gpus="0", per_gpu=2)
+    assert status == 0
+    one, two = _result(tmp_path / "out", "one"), _result(tmp_path / "out", "two")
+    assert one["status"] == two["status"] == "graded", (one["reason"], two["reason"])
+    assert one["score"]["earned"] == two["score"]["earned"] > 0
+    assert one["per_gpu"] == 2 and one["gpu"] == "0"

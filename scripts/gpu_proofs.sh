@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# H200 proofs of several submissions per GPU, perf stability and the timing-cheat defences (issues 14
+# hole 8, 17 items 1 and 5, 18 item 7). One H200 with 16 cores; every step prints its numbers and the
+# whole working folder ends up in $OUT/<subcommand>.tgz (logs and every result.json).
+#   part1  (~7 min)  alone: one reference, --per-gpu 1   -> T1, the reference's ratios alone
+#                    spread: partial graded 3 times at once (--per-gpu 3) -> score and perf spread
+#   part2  (~8 min)  shared: four references at once, --per-gpu 4 -> T4, gain = 4 T1 / T4 (>= 2.5x),
+#                            ratios with 4 sharing vs alone, 4 more full-mark grades
+#                    cheats: the three timing-cheat gallery entries and the clean reference, perf on
+# Single steps: alone | spread | shared | cheats. Every grade uses the hidden suite (all perf checks
+# are there) to keep within the time; part1 must run before part2 for the alone-vs-shared table.
+set -u
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+OUT=${OUT:-out}
+WORK=${WORK:-/tmp/gpu-proofs}
+mkdir -p "$OUT" "$WORK"
+STEP_LIMIT=${STEP_LIMIT:-420}      # seconds per grading step: the whole command stays under 10 minutes
+
+header() {
+  { date -u; nproc; free -g | head -2; nvidia-smi --query-gpu=index,name,memory.total,clocks.sm --format=csv
+    git log --oneline -1; } > "$WORK/machine-$1.txt" 2>&1
+  cat "$WORK/machine-$1.txt"
+}
+
+alone() {
+  rm -rf "$WORK/alone"
+  { time timeout "$STEP_LIMIT" python -m grader bench grading --copies 1 --gpus 0 --per-gpu 1 --suite hidden \
+      --out "$WORK/alone"; } > "$WORK/alone.log" 2>&1
+  tail -n 8 "$WORK/alone.log"
+}
+
+spread() {
+  python examples/make_examples.py > /dev/null
+  rm -rf "$WORK/partial-subs" "$WORK/partial"
+  mkdir -p "$WORK/partial-subs"
+  for copy in 1 2 3; do cp -r examples/submissions/partial "$WORK/partial-subs/partial$copy"; done
+  { time timeout "$STEP_LIMIT" python -m grader grade "$WORK/partial-subs" --out "$WORK/partial" --gpus 0 \
+      --per-gpu 3 --suite hidden --force; } > "$WORK/partial.log" 2>&1
+  tail -n 6 "$WORK/partial.log"
+}
+
+shared() {
+  rm -rf "$WORK/shared"
+  { time timeout "$STEP_LIMIT" python -m grader bench grading --copies 4 --gpus 0 --per-gpu 4 --suite hidden \
+      --out "$WORK/shared"; } > "$WORK/shared.log" 2>&1
+  tail -n 8 "$WORK/shared.log"
+  python - "$WORK" <<'EOF'
+import re, sys
+from pathlib import Path
+work = Path(sys.argv[1])
+def wall(name):
+    text = (work / f"{name}.log").read_text() if (work / f"{name}.log").exists() else ""
+    match = re.search(r"graded (\d+) copies of the reference in ([\d.]+) s", text)
+    return (int(match.group(1)), float(match.group(2))) if match else None
+one, four = wall("alone"), wall("shared")
+if one and four:
+    gain = (four[0] / four[1]) / (one[0] / one[1])
+    print(f"THROUGHPUT alone {3600 * one[0] / one[1]:.1f}/h, 4 per GPU {3600 * four[0] / four[1]:.1f}/h: "
+          f"gain {gain:.2f}x (needs >= 2.5x)")
+else:
+    print(f"THROUGHPUT: missing a run (alone {one}, shared {four})")
+EOF
+}
+
+cheats() {
+  rm -rf "$WORK/gallery"
+  GALLERY_PER_GPU=4 timeout "$STEP_LIMIT" python -m pytest tests/test_adversarial.py -k timing_cheats -s -q \
+    -p no:cacheprovider --basetemp="$WORK/gallery" > "$WORK/cheats.log" 2>&1
+  grep -h "GALLERY-RATIO" "$WORK/cheats.log"
+  tail -n 4 "$WORK/cheats.log"
+}
+
+summary() {
+  python scripts/gpu_proofs_summary.py alone="$WORK/alone" shared="$WORK/shared" partial="$WORK/partial" \
+    cheats="$(ls -d "$WORK"/gallery/*/out 2>/dev/null | head -1)" | tee "$WORK/summary.txt"
+}
+
+pack() {
+  tar czf "$OUT/$1.tgz" -C "$WORK" --exclude='*/suite' --exclude='*/submissions' --exclude='partial-subs' . \
+    2>/dev/null
+  ls -la "$OUT"
+}
+
+case "${1:-}" in
+  part1) header part1; alone; spread; summary; pack part1 ;;
+  part2) header part2; shared; cheats; summary; pack part2 ;;
+  alone|spread|shared|cheats) header "$1"; "$1"; summary; pack "$1" ;;
+  *) echo "usage: $0 part1|part2|alone|spread|shared|cheats" >&2; exit 2 ;;
+esac

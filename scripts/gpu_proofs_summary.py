@@ -1,0 +1,82 @@
+"""Print what scripts/gpu_proofs.sh measured: per graded folder, each submission's score and perf ratios,
+and per perf test the spread over the copies (alone vs shared, or one submission graded N times).
+
+Usage: python scripts/gpu_proofs_summary.py LABEL=FOLDER [LABEL=FOLDER ...]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def load(folder: Path) -> list[dict]:
+    results = []
+    for path in sorted(folder.glob("*/result.json")):
+        try:
+            results.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return results
+
+
+def perf_tests(result: dict) -> dict[str, tuple[float, bool, str]]:
+    """nodeid -> (ratio, retry, level of its check) for every perf test that reported a ratio."""
+    found = {}
+    for problem in result.get("problems", []):
+        for check in problem["checks"]:
+            if not check.get("perf"):
+                continue
+            for test in check["tests"]:
+                perf = test.get("perf") or {}
+                if "ratio" in perf:
+                    name = test["nodeid"].split("::", 1)[-1]
+                    found[name] = (float(perf["ratio"]), bool(perf.get("retry")), check.get("level") or "-")
+    return found
+
+
+def perf_score(result: dict) -> tuple[float, float]:
+    earned = possible = 0.0
+    for problem in result.get("problems", []):
+        for check in problem["checks"]:
+            if check.get("perf"):
+                earned += check["earned"]
+                possible += check["possible"]
+    return earned, possible
+
+
+def main(arguments: list[str]) -> int:
+    groups = {}
+    for argument in arguments:
+        label, _, folder = argument.partition("=")
+        groups[label] = load(Path(folder)) if folder else []
+    for label, results in groups.items():
+        print(f"== {label}: {len(results)} graded")
+        for result in results:
+            score = result.get("score", {})
+            earned, possible = perf_score(result)
+            timing = result.get("timing", {})
+            print(f"  {result.get('id')}: {result.get('status')} {score.get('earned')}/{score.get('possible')}"
+                  f"  perf {earned:g}/{possible:g}  gpu {result.get('gpu')} per_gpu {result.get('per_gpu')}"
+                  f"  child {timing.get('child_s')} s")
+    print("== perf ratios per test: min / max over the copies of each group (retries marked *)")
+    names = sorted({name for results in groups.values() for r in results for name in perf_tests(r)})
+    for name in names:
+        cells = []
+        for label, results in groups.items():
+            values = [perf_tests(r).get(name) for r in results]
+            values = [v for v in values if v is not None]
+            if not values:
+                cells.append(f"{label} -")
+                continue
+            ratios = [v[0] for v in values]
+            star = "*" if any(v[1] for v in values) else ""
+            spread = max(ratios) / min(ratios) - 1 if min(ratios) > 0 else 0.0
+            cells.append(f"{label} {min(ratios):.3f}/{max(ratios):.3f} ({spread:.1%}){star}")
+        print(f"  {name[:70]:<70} " + "  ".join(cells))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
