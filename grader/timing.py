@@ -30,11 +30,24 @@ MIN_WALL_WINDOW_MS the graded time becomes max(claim, (W / n - HOST_ALLOWANCE_MS
   (n * r < MIN_WALL_WINDOW_MS), then c > r * WALL_WINDOW_MS / MIN_WALL_WINDOW_MS, i.e. the claim was
   slower than the truth. For the graded shapes (0.2 to 15 ms) that is 1.5x to 2x;
 - stalling the worker only raises W and the bound, so it never helps.
-Not covered: kernels cheaper than MIN_WALL_WINDOW_MS / MAX_WALL_CALLS per call (too short to see from
-outside), and a submission that memoizes outputs of repeated identical inputs (do_bench and the
-window both repeat inputs: memory allows only a few distinct sets). The window cycles over up to
-MAX_WALL_SETS distinct sets and audits two of them at random; the static scan and review remain the
-defence against memoization.
+Not covered by the window: kernels cheaper than MIN_WALL_WINDOW_MS / MAX_WALL_CALLS per call (too
+short to see from outside), and memoised outputs (the window cycles over up to MAX_WALL_SETS distinct
+sets and audits two of them at random).
+
+Three cheats the claim itself defends against (issue 14 hole 8; gallery entries timing_*):
+- memoised outputs: every timed call sees new values (`refresh_inputs` rolls and sign-flips each
+  floating input in place between calls, outside the timing) and the checker replays the same
+  refreshes to check the last output, so a memo keyed on address, layout or sampled values misses;
+- work on a side stream: the claim is at least the span of back-to-back calls closed by a device-wide
+  synchronize (captured from torch before student code runs), minus SPAN_HOST_ALLOWANCE_MS, over
+  SYNC_SLACK;
+- a worker thread loading the GPU while the baseline is timed: the worker's process tree is stopped
+  meanwhile (`grader.pausing`).
+
+On a GPU shared with other submissions (`grade --per-gpu`), the untimed warm-up call (compile,
+autotune) runs under the GPU's shared lock and the rounds and window under its exclusive lock
+(`grader.gpu_lock`), so no other submission's code is in a call while we time. Rounds that disagree
+by more than STABLE_SPREAD get more rounds, up to MAX_ROUNDS, before the median is taken.
 
 A run whose environment is off (copy bandwidth or matmul throughput far below the GPU's norm, another
 process on the GPU: `grader.environment.retry_reasons`) or whose rounds disagree by more than
