@@ -3,7 +3,7 @@
 Student code may leave a thread behind that loads the GPU, say saturating HBM, whenever the checker
 times the baseline, so that the baseline looks slow and the ratio good. SIGSTOP stops every thread of
 the worker and of its descendants; kernels they queued before still run, so the checker waits until a
-short copy probe runs at the GPU's norm again (at most QUIET_WAIT_S) before it times anything.
+short copy probe runs at half the GPU's norm or more (at most QUIET_WAIT_S) before it times anything.
 SIGCONT in every case afterwards, even when the timing fails.
 """
 
@@ -15,8 +15,8 @@ import signal
 import time
 
 QUIET_WAIT_S = 2.0
-QUIET_FRACTION = 0.7          # probe bandwidth at or above this fraction of the norm: the GPU is ours
-PROBE_BYTES = 64 << 20
+QUIET_FRACTION = 0.5          # probe bandwidth at or above this fraction of the norm: the GPU is ours
+PROBE_BYTES = 256 << 20       # 4 copies of 256 MB: long enough (~0.5 ms) that launches do not dominate
 
 
 @contextlib.contextmanager
@@ -85,7 +85,7 @@ def _ancestors() -> set[int]:
 
 
 def wait_until_gpu_quiet(clock=time.monotonic, sleep=time.sleep) -> bool:
-    """Wait until work queued by the stopped processes has drained: a 64 MB copy runs at the norm.
+    """Wait until work queued by the stopped processes has drained: a 256 MB copy runs at half the norm.
     True when it did within QUIET_WAIT_S (or there is no GPU or no norm to compare with)."""
     import torch
 
@@ -98,6 +98,7 @@ def wait_until_gpu_quiet(clock=time.monotonic, sleep=time.sleep) -> bool:
         return True
     source = torch.empty(PROBE_BYTES // 4, device="cuda")
     target = torch.empty_like(source)
+    target.copy_(source)
     deadline = clock() + QUIET_WAIT_S
     while True:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

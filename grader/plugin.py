@@ -211,6 +211,19 @@ def record_perf(request):
     return record
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """An ordinary test holds its GPU's shared lock throughout (its worker calls and the checker's own
+    reference maths), so a neighbour's perf check times alone; a perf test takes the lock itself, shared
+    for its warm-up and exclusively for its rounds (grader.timing)."""
+    from grader import gpu_lock
+
+    if item.get_closest_marker("perf"):
+        return (yield)
+    with gpu_lock.shared():
+        return (yield)
+
+
 # --- outcomes ------------------------------------------------------------------------------------
 
 

@@ -130,6 +130,8 @@ def time_kernel(modules, target: str, inputs: tuple, warmup_ms: float = DEFAULT_
     SYNC_SLACK): work left on a side stream, which the timed stream's events never see, is in the span.
     """
     fresh = seed is not None and ":" not in target
+    if fresh:
+        inputs = _clone_inputs(inputs)   # ours to refresh, whatever memory the transport mapped them in
     step = resolve_target(modules, target, inputs)
     last = [step()]                # compile and autotune happen here, outside the timing
     count = [0]
