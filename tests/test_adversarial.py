@@ -456,16 +456,18 @@ def timing_batch(tmp_path_factory):
                              per_gpu=int(os.environ.get("GALLERY_PER_GPU", "0")) or None)
 
 
-def gallery_perf_ratio(batch, name: str) -> float:
-    tests = checks_of(result_of(batch, name))[GALLERY_PERF]["tests"]
-    ratios = [t["perf"]["ratio"] for t in tests if t.get("perf")]
-    assert ratios, f"{name}: no perf record ({[t['message'][:300] for t in tests]})"
-    return ratios[0]
+def gallery_perf(batch, name: str) -> tuple[float | None, float]:
+    """(the perf test's ratio, or None when it failed before timing ended; the points it earned)."""
+    check = checks_of(result_of(batch, name))[GALLERY_PERF]
+    ratios = [t["perf"]["ratio"] for t in check["tests"] if t.get("perf")]
+    return (ratios[0] if ratios else None), check["earned"]
 
 
 @pytest.mark.parametrize("name", TIMING_CHEATS)
 def test_timing_cheats_gain_nothing_over_the_clean_reference(timing_batch, name):
-    clean = gallery_perf_ratio(timing_batch, "clean")
-    cheat = gallery_perf_ratio(timing_batch, name)
-    print(f"GALLERY-RATIO {name} {cheat:.3f} clean {clean:.3f}")
-    assert cheat <= clean * CHEAT_RATIO_TOLERANCE, f"{name} timed at {cheat:.3f} against the clean {clean:.3f}"
+    clean, clean_points = gallery_perf(timing_batch, "clean")
+    cheat, cheat_points = gallery_perf(timing_batch, name)
+    print(f"GALLERY-RATIO {name} {cheat} ({cheat_points} points) clean {clean} ({clean_points} points)")
+    assert clean is not None, "the clean reference's perf check did not time"
+    assert cheat_points <= clean_points
+    assert cheat is None or cheat <= clean * CHEAT_RATIO_TOLERANCE, f"{name} timed at {cheat:.3f} against {clean:.3f}"
