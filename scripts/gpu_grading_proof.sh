@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,memory.total --format=csv > "$OUT/gpus.csv" 2>&1
 case "${1:-}" in
   throughput)
-    bench() { python -m grader bench grading --suite public --no-perf "$@"; }
+    bench() { python -m grader bench grading --suite public --no-perf --per-gpu 1 "$@"; }
     { time bench --copies 1 --gpus 0; } > "$OUT/one-gpu.log" 2>&1
     { time bench --copies 2 --gpus 0,1; } > "$OUT/two-gpus.log" 2>&1
     tail -n 8 "$OUT/one-gpu.log" "$OUT/two-gpus.log" ;;
