@@ -24,7 +24,8 @@ from grader import disposable
 # Parent variables the child may inherit: what Python, CUDA and locales need, nothing that configures
 # pytest, the grader or the user's tools.
 INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "CUDA_HOME",
-                 "CUDA_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "TRITON_PTXAS_PATH", "GRADER_CALL_TIMEOUT")
+                 "CUDA_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "TRITON_PTXAS_PATH", "GRADER_CALL_TIMEOUT",
+                 "GRADER_PERF_WARMUP")
 NAMESPACES = ("--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts")
 # Host folders a submission has no business reading: homes (keys, other checkouts), and the places
 # Unix sockets live (/run/docker.sock would be root on the host; --unshare-net does not cover them).
