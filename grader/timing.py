@@ -338,10 +338,19 @@ def capture_device_sync() -> None:
         return
     import torch
 
-    if torch.cuda.is_available():
-        _captured_sync = torch._C._cuda_synchronize
-    else:
+    if not torch.cuda.is_available():
         _captured_sync = lambda: None  # noqa: E731
+        return
+    raw, lazy_init = getattr(torch._C, "_cuda_synchronize", None), getattr(torch.cuda, "_lazy_init", None)
+    if raw is None or lazy_init is None:     # another torch layout: its public function, kept as it is now
+        _captured_sync = torch.cuda.synchronize
+        return
+
+    def sync():
+        lazy_init()
+        raw()
+
+    _captured_sync = sync
 
 
 def device_synchronize() -> None:
