@@ -191,3 +191,23 @@ def test_pausing_stops_the_worker_s_children_too_and_never_the_checker(tmp_path)
     finally:
         child.kill()
         child.join(5)
+
+
+def test_fresh_values_and_their_replay_hold_across_a_real_worker():
+    # the real transport both ways: the worker refreshes its own copy; the checker replays and checks
+    from grader.impl import make_impl
+
+    impl = make_impl("solutions", isolated=True)
+    gen = torch.Generator().manual_seed(0)
+
+    def check(output, inputs):
+        assert torch.allclose(output, torch.softmax(inputs[0], dim=-1), atol=1e-5), "wrong output"
+
+    try:
+        result = timing.measure_ratio(impl, "softmax.online_softmax", lambda: (torch.randn(8, 64, generator=gen), 16),
+                                      {"torch": lambda x, block: (lambda: torch.softmax(x, dim=-1))}, check=check,
+                                      rounds=2, warmup_ms=1, rep_ms=5, environment=lambda: [], wall_check=False,
+                                      ramp=lambda: None)
+    finally:
+        impl.close()
+    assert result.claimed_ms > 0 and len(result.rounds) >= 2
