@@ -20,7 +20,7 @@ PROBE_BYTES = 256 << 20       # 4 copies of 256 MB: long enough (~0.5 ms) that l
 
 
 @contextlib.contextmanager
-def paused_worker(impl, kill=os.kill, quiet=None):
+def paused_worker(impl, kill=os.kill, quiet=None, settle=None):
     """Keep `impl`'s worker process tree stopped inside the block (no-op for an in-process impl)."""
     pid = getattr(impl, "worker_pid", None)
     if not isinstance(pid, int) or pid <= 1 or pid == os.getpid():
@@ -38,6 +38,7 @@ def paused_worker(impl, kill=os.kill, quiet=None):
                     stopped.append(target)
                 except ProcessLookupError:
                     continue
+        (settle or wait_until_stopped)(stopped)     # SIGSTOP lands asynchronously
         (quiet or wait_until_gpu_quiet)()
         yield stopped
     finally:
@@ -46,6 +47,24 @@ def paused_worker(impl, kill=os.kill, quiet=None):
                 kill(target, signal.SIGCONT)
             except ProcessLookupError:
                 continue
+
+
+def wait_until_stopped(pids: list[int], timeout_s: float = 0.5) -> None:
+    """Return once every process in `pids` is in the stopped state (or gone), or after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    waiting = list(pids)
+    while waiting and time.monotonic() < deadline:
+        waiting = [pid for pid in waiting if _state(pid) not in ("T", "t", "X", "Z", None)]
+        if waiting:
+            time.sleep(0.001)
+
+
+def _state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def descendants(pid: int) -> list[int]:

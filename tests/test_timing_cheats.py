@@ -180,11 +180,13 @@ def test_pausing_stops_the_worker_s_children_too_and_never_the_checker(tmp_path)
     child.start()
     try:
         impl = types.SimpleNamespace(worker_pid=os.getpid())          # a forged pid: ours
-        with pausing.paused_worker(impl, kill=lambda pid, sig: sent.append((pid, sig)), quiet=lambda: True):
+        with pausing.paused_worker(impl, kill=lambda pid, sig: sent.append((pid, sig)), quiet=lambda: True,
+                                     settle=lambda pids: None):
             pass
         assert sent == []
         impl = types.SimpleNamespace(worker_pid=child.pid)
-        with pausing.paused_worker(impl, kill=lambda pid, sig: sent.append((pid, sig)), quiet=lambda: True):
+        with pausing.paused_worker(impl, kill=lambda pid, sig: sent.append((pid, sig)), quiet=lambda: True,
+                                     settle=lambda pids: None):
             assert sent == [(child.pid, signal.SIGSTOP)]
         assert sent[-1] == (child.pid, signal.SIGCONT)
         assert child.pid in pausing.descendants(os.getpid())
@@ -211,3 +213,23 @@ def test_fresh_values_and_their_replay_hold_across_a_real_worker():
     finally:
         impl.close()
     assert result.claimed_ms > 0 and len(result.rounds) >= 2
+
+
+def test_pausing_returns_only_once_the_worker_is_really_stopped():
+    context = multiprocessing.get_context("fork")
+    counter = context.Value("q", 0, lock=False)
+    spinner = context.Process(target=_spin, args=(counter,), daemon=True)
+    spinner.start()
+    try:
+        while counter.value == 0:
+            time.sleep(0.01)
+        impl = types.SimpleNamespace(worker_pid=spinner.pid)
+        with pausing.paused_worker(impl, quiet=lambda: True):
+            assert pausing._state(spinner.pid) == "T"
+            frozen = counter.value
+            time.sleep(0.02)
+            assert counter.value == frozen
+        assert pausing._state(spinner.pid) != "T"
+    finally:
+        spinner.kill()
+        spinner.join(5)
