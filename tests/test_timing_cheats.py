@@ -229,6 +229,9 @@ def test_pausing_returns_only_once_the_worker_is_really_stopped():
             frozen = counter.value
             time.sleep(0.02)
             assert counter.value == frozen
+        deadline = time.monotonic() + 2.0           # SIGCONT lands asynchronously too
+        while pausing._state(spinner.pid) == "T" and time.monotonic() < deadline:
+            time.sleep(0.005)
         assert pausing._state(spinner.pid) != "T"
     finally:
         spinner.kill()
