@@ -482,7 +482,7 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
     # idle GPU's ramping clocks picks a different config from run to run). Under the shared lock by
     # default: the compiles are CPU work that other submissions on this GPU need not wait for.
     warm_exclusive = os.environ.get(WARMUP_ENV, "shared") == "exclusive"
-    with (lock.exclusive() if warm_exclusive else contextlib.nullcontext()):
+    with (lock.exclusive() if warm_exclusive else lock.shared()):   # the ramp's own kernels count too
         (ramp or ramp_clocks)()
         impl.run(warm_up, target, tuple(make_inputs()))
     reasons = []
