@@ -56,7 +56,6 @@ UNSTABLE_SPREAD is flagged `retry` rather than graded low.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import math
 import os
