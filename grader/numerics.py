@@ -106,10 +106,10 @@ def assert_close(actual, expected, *, atol: float, rtol: float = 0.0, what: str 
     """Elementwise |actual - expected| <= atol + rtol * |expected|, with a readable failure."""
     _check_shapes(actual, expected, what, context)
     actual_d, expected_d = actual.double(), expected.double()
-    bound = atol + rtol * expected_d.abs()
+    # Where expected is not finite, rtol * |expected| is inf or NaN: those entries are judged apart.
+    bound = atol + rtol * torch.nan_to_num(expected_d.abs(), nan=0.0, posinf=0.0)
     diff = torch.nan_to_num((actual_d - expected_d).abs(), nan=float("inf"), posinf=float("inf"))
-    same_inf = torch.isinf(actual_d) & (actual_d == expected_d)
-    bad = (diff > bound) & ~same_inf
+    bad = _off(actual_d, expected_d, diff, bound)
     if bool(bad.any()):
         _fail(actual, expected, diff, bad, f"atol={atol:g}, rtol={rtol:g}", what, context)
 
@@ -135,12 +135,21 @@ def _check_shapes(actual, reference, what, context):
 
 def _fail_if_above(actual, reference, allowed, rule, what, context, note=None):
     diff = torch.nan_to_num((actual.double() - reference.double()).abs(), nan=float("inf"), posinf=float("inf"))
-    same_inf = torch.isinf(actual.double()) & (actual.double() == reference.double())
-    bad = (diff > allowed) & ~same_inf
+    bad = _off(actual.double(), reference.double(), diff, allowed)
     if bool(bad.any()):
-        hint = note(float(torch.where(same_inf, 0.0, diff).max())) if note else ""
+        hint = note(float(torch.where(bad, diff, 0.0).max())) if note else ""
         _fail(actual, reference, diff, bad, f"allowed {allowed:.3g} ({rule})" + (f". {hint}" if hint else ""),
               what, context)
+
+
+def _off(actual, expected, diff, bound):
+    """Elements out of bound. A non-finite expected value must be matched exactly (an infinity by the
+    same infinity, NaN by NaN); NaN in actual passes nowhere else. Comparisons with NaN are False, so
+    `diff > bound` alone would let them through."""
+    exact = ~torch.isfinite(expected)
+    matched = (actual == expected) | (torch.isnan(actual) & torch.isnan(expected))
+    within = (diff <= bound) & ~torch.isnan(actual)
+    return torch.where(exact, ~matched, ~within)
 
 
 def _fail(actual, expected, diff, bad, rule, what, context):

@@ -154,3 +154,42 @@ def test_lowp_adds_no_hint_to_a_plainly_wrong_result():
     with pytest.raises(Failed) as failure:
         assert_close_lowp((reference * 1.5).float(), reference, reference.float(), ulps=2)
     assert "TF32" not in str(failure.value) and "rounding" not in str(failure.value)
+
+
+NEG_INF, POS_INF, NAN = float("-inf"), float("inf"), float("nan")
+
+
+@pytest.mark.parametrize("rtol", [0.0, 1e-5])
+def test_assert_close_rejects_a_finite_value_where_minus_inf_is_expected(rtol):
+    # rtol * |-inf| made the bound NaN (rtol = 0) or inf, and every value passed: a wrong lse got through
+    with pytest.raises(Failed, match="1 of 2 elements off"):
+        assert_close(torch.tensor([0.5, 3.0]), torch.tensor([0.5, NEG_INF]), atol=1e-6, rtol=rtol, what="lse")
+
+
+@pytest.mark.parametrize("actual", [POS_INF, NAN, 1e308])
+def test_assert_close_matches_minus_inf_only_with_minus_inf(actual):
+    with pytest.raises(Failed):
+        assert_close(torch.tensor([actual], dtype=torch.float64), torch.tensor([NEG_INF], dtype=torch.float64),
+                     atol=1.0, rtol=1.0)
+    assert_close(torch.tensor([NEG_INF]), torch.tensor([NEG_INF]), atol=0.0)
+
+
+@pytest.mark.parametrize("expected", [0.0, POS_INF, 1e300])
+def test_assert_close_never_passes_nan_where_a_number_is_expected(expected):
+    with pytest.raises(Failed):
+        assert_close(torch.tensor([NAN], dtype=torch.float64), torch.tensor([expected], dtype=torch.float64),
+                     atol=1e300, rtol=1.0)
+
+
+def test_assert_close_matches_an_expected_nan_only_with_nan():
+    assert_close(torch.tensor([NAN, 1.0]), torch.tensor([NAN, 1.0]), atol=0.0)
+    with pytest.raises(Failed):
+        assert_close(torch.tensor([0.0]), torch.tensor([NAN]), atol=1e9, rtol=1.0)
+
+
+def test_lowp_rejects_a_finite_value_where_minus_inf_is_expected():
+    reference = torch.tensor([1.0, NEG_INF], dtype=torch.float64)
+    naive = torch.tensor([1.01, NEG_INF], dtype=torch.float32)
+    with pytest.raises(Failed, match="1 of 2 elements off"):
+        assert_close_lowp(torch.tensor([1.0, -80.0]), reference, naive)
+    assert_close_lowp(torch.tensor([1.0, NEG_INF]), reference, naive)
