@@ -133,6 +133,8 @@ class Impl:
     def __init__(self, spec: ImplSpec):
         self.spec = spec
         self._rules = _Rules()
+        # The scan's copy, taken before any student code runs: the worker can rewrite the files later.
+        self._sources = _read_sources(spec.directory)
 
     @contextlib.contextmanager
     def guards(self, forbid: tuple[str, ...] = (), require_triton: bool = False,
@@ -169,10 +171,9 @@ class Impl:
 
     def source(self, module: str) -> str:
         """The submitted source of `module`, read as text (never imported here)."""
-        path = Path(self.spec.directory) / f"{module}.py"
-        if not path.is_file():
+        if self._sources.get(module) is None:
             raise ModuleMissing(f"{module}.py is missing from the submission")
-        return path.read_text(encoding="utf-8", errors="replace")
+        return self._sources[module]
 
     def _scan(self, target) -> None:
         if not self._rules.forbid:
@@ -372,6 +373,12 @@ def _called_name(kind, target, args) -> str:
         return ".".join(target)
     names = [arg for arg in args if isinstance(arg, str)]
     return f"{getattr(target, '__qualname__', target)}({', '.join(names)})"
+
+
+def _read_sources(directory: str) -> dict[str, str | None]:
+    paths = {module: Path(directory) / f"{module}.py" for module in MODULES}
+    return {module: path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+            for module, path in paths.items()}
 
 
 def _refuse_hidden_test_function(fn) -> None:

@@ -25,7 +25,7 @@ FAKE_SOFTMAX = textwrap.dedent('''
     import time
 
     import torch
-    _hidden_matmul = getattr(torch, "mat" + "mul")  # built at run time: only the run-time guard sees it
+    _hidden_matmul = torch.matmul  # scanned only from an entry that names it (tests point the scan elsewhere)
 
     try:
         import triton
@@ -273,8 +273,11 @@ def test_module_outside_the_allow_list_is_not_reachable(impl):
         impl.os.system("true")
 
 
+SCAN_ELSEWHERE = ("softmax", ("ok",))   # the static scan reads another entry: only the run-time guard can see
+
+
 def test_forbidden_op_is_a_rule_violation_naming_it(impl):
-    with pytest.raises(RuleViolation, match=r"torch\.matmul"), impl.guards(forbid=MATMUL_OPS):
+    with pytest.raises(RuleViolation, match=r"torch\.matmul"), impl.guards(forbid=MATMUL_OPS, scan=SCAN_ELSEWHERE):
         impl.softmax.uses_matmul_via_alias(torch.eye(2))
 
 
@@ -286,12 +289,12 @@ def test_forbidden_call_in_the_source_is_refused_before_running_naming_its_line(
 
 def test_forbidden_op_hidden_from_the_scan_fails_the_call_at_run_time_and_names_it(impl):
     with pytest.raises((RuleViolation, StudentCodeError, ForbiddenOpError), match=r"torch\.matmul"), \
-            impl.guards(forbid=MATMUL_OPS):
+            impl.guards(forbid=MATMUL_OPS, scan=SCAN_ELSEWHERE):
         impl.softmax.uses_matmul_via_alias(torch.eye(2))
 
 
 def test_forbidden_op_caught_by_the_student_is_still_a_rule_violation(impl):
-    with pytest.raises(RuleViolation, match=r"torch\.matmul"), impl.guards(forbid=MATMUL_OPS):
+    with pytest.raises(RuleViolation, match=r"torch\.matmul"), impl.guards(forbid=MATMUL_OPS, scan=SCAN_ELSEWHERE):
         impl.softmax.swallows_forbidden_matmul(torch.eye(2))
 
 
