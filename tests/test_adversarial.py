@@ -42,6 +42,7 @@ GPU_BATCH_TIMEOUT_S = 400
 
 TRITON, FRESH, ONLINE, HIDDEN = ("softmax.gallery.triton", "softmax.gallery.fresh", "softmax.gallery.online",
                                  "softmax.gallery.hidden")
+MASKED = "softmax.gallery.masked"
 MATMUL, ATTENTION = "matmul.gallery.triton", "flash_attention.gallery.forward"
 SOFTMAX_ALL = (TRITON, FRESH, ONLINE, HIDDEN)
 SOFTMAX_TRITON = (TRITON, FRESH, HIDDEN)     # every check that calls softmax_triton
@@ -73,7 +74,7 @@ class Expect:
 
 
 EXPECTED = {
-    "clean": Expect(kept=SOFTMAX_ALL + (MATMUL, ATTENTION)),
+    "clean": Expect(kept=SOFTMAX_ALL + (MASKED, MATMUL, ATTENTION)),
     "hang_loop": Expect(zero=(ONLINE,), kept=SOFTMAX_TRITON + (MATMUL,), message=r"did not return within 20 s"),
     "exit_at_import": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,), message=r"died \(exit code 0\)"),
     "sys_exit_at_import": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,), message=r"SystemExit"),
@@ -109,6 +110,11 @@ EXPECTED = {
     "channel_garbage": Expect(zero=SOFTMAX_TRITON, kept=(MATMUL,), message=r"unreadable reply|does not accept"),
     "forge_results_pipe": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,)),
     "escape_filesystem": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
+    "rewrites_own_source": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MASKED, MATMUL), message=r"uses \.softmax"),
+    "nested_forbidden_call": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MASKED, MATMUL), message=r"uses \.softmax"),
+    "computed_names": Expect(zero=SOFTMAX_TRITON, kept=(MATMUL,),
+                             message=r"exec.*attrgetter.*getattr\(\) with a computed name.*dynamic lookup"),
+    "wrong_lse_masked_row": Expect(zero=(MASKED,), kept=SOFTMAX_ALL + (MATMUL,), message=r"lse = m \+ log l mismatch"),
     "hung_kernel": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL, message=r"did not return within \d+ s"),
     "oob_kernel_write": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL + (ATTENTION,),
                                message=r"illegal memory access.*fresh process"),
@@ -358,7 +364,7 @@ def test_gpu_batch_finishes_and_the_gpus_are_usable_afterwards(gpu_batch):
 def test_clean_submission_in_the_same_batch_gets_full_marks(batch):
     result = result_of(batch, "clean")
     assert result["status"] == "graded"
-    assert result["score"] == {"earned": 18.0, "possible": 18.0, "total": 18.0}
+    assert result["score"] == {"earned": 20.0, "possible": 20.0, "total": 20.0}
 
 
 def test_attacks_never_score_more_than_the_clean_reference(batch):

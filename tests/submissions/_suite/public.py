@@ -70,3 +70,13 @@ def test_f_softmax_triton_bandwidth(impl, record_perf):
         result = measure_ratio(impl, case.target, lambda: case.make_inputs(gen), case.baselines,
                                check=case.check_output, bytes_moved=case.bytes_moved)
     record_perf(**result.as_record())
+
+
+@pytest.mark.check("softmax.gallery.masked")
+def test_g_online_update_of_a_fully_masked_row_gives_minus_inf_lse(impl, gen):
+    scores = randn((3, 6), gen=gen)
+    scores[1] = -math.inf                       # a row that sees no score at all
+    start = (torch.full((3,), -math.inf), torch.zeros(3), torch.zeros(3, 1))
+    m, l, _ = impl.softmax.online_softmax_update(*start, scores)
+    assert_close(m + torch.log(l), torch.logsumexp(scores, dim=-1), atol=1e-5, what="lse = m + log l",
+                 context="row 1 all -inf")
