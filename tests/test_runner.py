@@ -4,6 +4,7 @@ archives; plus GPU detection, exit classification and the torch-free import boun
 
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -18,6 +19,7 @@ from grader.grade import checking_run, runner
 from grader.grade.checking_run import classify_exit
 from grader.grade.runner import detect_gpus, grade_all, parse_gpus
 from grader.grade.sandbox import find_bwrap
+from hostile_archives import ignored_names_flood, pax_records_bomb, zip_with_bad_crc, zip_with_utf8_flag_and_bad_name
 
 REPO = Path(__file__).resolve().parent.parent
 BUDGET = 300.0     # seconds per submission: never reached by a submission that returns
@@ -336,6 +338,101 @@ def test_ctrl_c_keeps_finished_grades_and_rebuilds_class_files(tmp_path, monkeyp
     assert not (root / "out" / "b_second").exists()
     assert "a_first,graded,2," in (root / "out" / "grades.csv").read_text()
     assert (root / "out" / "index.html").exists()
+
+
+# --- hostile names and archives (issue 14, hole 5) ---------------------------------------------------
+
+
+def _fake_graded_run(monkeypatch):
+    """Every checking run 'passes softmax.double', and the checker tree is not warmed: these tests are
+    about intake and outputs, so the batch takes a second, not a checking run's time."""
+    stream = "\n".join([json.dumps({"type": "header", "version": 1, "impl": "x", "device": "cpu",
+                                     "environment": {}, "collected_checks": []}),
+                         json.dumps({"type": "test", "nodeid": "t::a", "check": "softmax.double",
+                                     "outcome": "passed", "message": "", "duration": 0.1, "perf": None}),
+                         json.dumps({"type": "end"})])
+    monkeypatch.setattr(runner.Batch, "execute",
+                        lambda self, student, scratch, slot: runner.Outcome("graded", "", 0, 0.1, stream, "log"))
+    monkeypatch.setattr(runner, "warm_checker_tree", lambda root, suite_dirs: None)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    """One batch of hostile names and archives, plus a report that fails to render and a submission the
+    grader itself fails on."""
+    root = tmp_path_factory.mktemp("hostile")
+    _write_suite(root / "suite")
+    subs = root / "subs"
+    for student in ("good", "victim", "grades.csv", "index.html", "render_fails", "grader_fails"):
+        _submission(subs, student, {"softmax.py": GOOD_SOFTMAX})
+    with zipfile.ZipFile(subs / "victim.zip", "w") as archive:
+        archive.writestr("softmax.py", GOOD_SOFTMAX)
+    latin = _submission(subs, "latin", {"softmax.py": GOOD_SOFTMAX})
+    with open(os.path.join(os.fsencode(latin), b"r\xe9sum\xe9.txt"), "wb") as handle:
+        handle.write(b"a name that is not UTF-8")
+    zip_with_bad_crc(subs / "crc.zip")
+    zip_with_utf8_flag_and_bad_name(subs / "utf8flag.zip")
+    pax_records_bomb(subs / "pax.tar", 1 << 20)
+    ignored_names_flood(subs / "flood.tar.gz", count=1500)
+    real_render, real_stage = runner.html.render_student, runner.submission.stage
+
+    def render(result):
+        if result["id"] == "render_fails":
+            raise ValueError("a template that cannot take this result")
+        return real_render(result)
+
+    def stage(source, dest):
+        if source.id == "grader_fails":
+            raise KeyError("something nobody planned for")
+        return real_stage(source, dest)
+
+    with pytest.MonkeyPatch.context() as patch:
+        _fake_graded_run(patch)
+        patch.setattr(runner.html, "render_student", render)
+        patch.setattr(runner.submission, "stage", stage)
+        status = _grade(root / "suite", subs, root / "out")
+    return {"out": root / "out", "status": status}
+
+
+def test_hostile_submissions_do_not_stop_the_batch_or_the_class_files(hostile):
+    out = hostile["out"]
+    assert hostile["status"] == 0
+    assert (out / "grades.csv").is_file() and (out / "index.html").is_file()
+    rows = (out / "grades.csv").read_text()
+    for student in ("good", "latin", "flood", "crc", "utf8flag", "pax", "victim", "_grades.csv", "_index.html",
+                    "render_fails", "grader_fails"):
+        assert f"\n{student}," in rows, student
+        assert (out / student / "report.html").is_file(), student
+
+
+@pytest.mark.parametrize("student, reason", [
+    ("crc", r"crc\.zip: unreadable archive \(BadZipFile: Bad CRC-32"),
+    ("utf8flag", r"utf8flag\.zip: unreadable archive \(UnicodeDecodeError"),
+    ("pax", r"pax\.tar: an extended tar header of \d+ bytes"),
+    ("victim", r"victim and victim\.zip both stand for the id 'victim'"),
+    ("_grades.csv", r"the id 'grades\.csv' is the name of a class output file"),
+    ("_index.html", r"the id 'index\.html' is the name of a class output file"),
+    ("grader_fails", r"the grader failed on this submission \(KeyError"),
+])
+def test_each_hostile_submission_alone_is_not_gradable_with_its_reason(hostile, student, reason):
+    result = _result(hostile["out"], student)
+    assert result["status"] == "not_gradable"
+    assert re.search(reason, result["reason"]), result["reason"]
+
+
+def test_names_that_are_not_utf8_and_floods_of_names_give_small_readable_reports(hostile):
+    latin = _result(hostile["out"], "latin")
+    assert latin["status"] == "graded" and "r\\xe9sum\\xe9.txt (not an assignment module file)" in latin["ignored"]
+    assert "r\\xe9sum\\xe9.txt" in (hostile["out"] / "latin" / "report.html").read_text(encoding="utf-8")
+    assert _result(hostile["out"], "flood")["status"] == "graded"
+    assert (hostile["out"] / "flood" / "report.html").stat().st_size < 200_000
+    assert (hostile["out"] / "flood" / "result.json").stat().st_size < 200_000
+
+
+def test_a_report_that_fails_to_render_leaves_the_grade_and_the_other_outputs(hostile):
+    assert "could not be rendered" in (hostile["out"] / "render_fails" / "report.html").read_text()
+    assert _result(hostile["out"], "render_fails")["score"]["earned"] == 2
+    assert "render_fails,graded,2," in (hostile["out"] / "grades.csv").read_text()
 
 
 # --- ETA --------------------------------------------------------------------------------------------

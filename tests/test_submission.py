@@ -3,11 +3,14 @@
 import io
 import os
 import tarfile
+import time
 import zipfile
 
 import pytest
+from hostile_archives import (ignored_names_flood, pax_records_bomb, tar_member, write_tar, zip_with_bad_crc,
+                              zip_with_utf8_flag_and_bad_name)
 
-from grader.grade import submission
+from grader.grade import archives, submission
 from grader.errors import BadSubmission
 from grader.grade.submission import Source, find_submissions, read_metadata, stage
 
@@ -40,12 +43,23 @@ def test_find_submissions_takes_folders_and_archives_with_ids_from_names(tmp_pat
     assert skipped == ["notes.txt (not a folder or a .zip/.tar/.tar.gz/.tgz archive)"]
 
 
-def test_find_submissions_skips_a_second_submission_with_the_same_id(tmp_path):
+def test_two_submissions_with_one_id_are_one_not_gradable_submission_naming_both(tmp_path):
+    # `victim/` and `victim.zip` used to drop one of the two silently
     (tmp_path / "alice").mkdir()
     _zip(tmp_path / "alice.zip", {"matmul.py": "x = 1\n"})
     sources, skipped = find_submissions(tmp_path)
-    assert [s.path.name for s in sources] == ["alice"]
-    assert "same id 'alice'" in skipped[0]
+    assert [s.id for s in sources] == ["alice"] and skipped == []
+    with pytest.raises(BadSubmission, match=r"alice and alice.zip both stand for the id 'alice'"):
+        stage(sources[0], tmp_path / "impl")
+
+
+@pytest.mark.parametrize("name", ["grades.csv", "index.html", "Index.HTML.zip", "grades.csv.tmp"])
+def test_an_id_named_like_a_class_file_is_kept_apart_and_not_gradable(tmp_path, name):
+    _zip(tmp_path / name, {"matmul.py": "x = 1\n"}) if name.endswith(".zip") else (tmp_path / name).mkdir()
+    (source,), _ = find_submissions(tmp_path)
+    assert source.id.startswith("_") and source.id[1:].lower() == name.lower().removesuffix(".zip")
+    with pytest.raises(BadSubmission, match="name of a class output file"):
+        stage(source, tmp_path / "impl")
 
 
 def test_submission_id_is_safe_as_a_folder_name(tmp_path):
@@ -138,18 +152,18 @@ def test_zip_with_a_symlink_is_refused(tmp_path):
 
 
 def test_zip_bomb_is_refused_by_total_size(tmp_path, monkeypatch):
-    monkeypatch.setattr(submission, "MAX_TOTAL_BYTES", 1000)
+    monkeypatch.setattr(archives, "MAX_TOTAL_BYTES", 1000)   # in this process: stage_here, not the child
     path = tmp_path / "eve.zip"
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("padding.bin", b"\0" * 5000)       # compresses to a few bytes
     with pytest.raises(BadSubmission, match="zip bomb"):
-        stage(Source("eve", path), tmp_path / "impl")
+        submission.stage_here(Source("eve", path), tmp_path / "impl")
 
 
 def test_huge_module_file_is_ignored_with_its_size(tmp_path, monkeypatch):
-    monkeypatch.setattr(submission, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(archives, "MAX_FILE_BYTES", 100)
     archive = _zip(tmp_path / "eve.zip", {"matmul.py": "#" * 500, "softmax.py": "S = 1\n"})
-    staged = stage(Source("eve", archive), tmp_path / "impl")
+    staged = submission.stage_here(Source("eve", archive), tmp_path / "impl")
     assert list(staged.files) == ["softmax"]
     assert staged.ignored == ["matmul.py (500 bytes, over the 100-byte cap)"]
 
@@ -166,3 +180,89 @@ def test_metadata_csv_gives_late_flags(tmp_path):
     assert read_metadata(tmp_path) == {"alice": {"late": True, "submitted_at": "2026-01-02"},
                                        "bob": {"late": False, "submitted_at": ""}}
     assert read_metadata(tmp_path / "nowhere") == {}
+
+
+# --- hostile archives (issue 14, hole 5): each refused or bounded, as this submission's problem only ----
+
+
+def test_zip_with_a_bad_crc_is_a_bad_submission_not_a_crash(tmp_path):
+    with pytest.raises(BadSubmission, match=r"eve\.zip: unreadable archive \(BadZipFile: Bad CRC-32"):
+        stage(Source("eve", zip_with_bad_crc(tmp_path / "eve.zip")), tmp_path / "impl")
+
+
+def test_zip_with_the_utf8_flag_on_a_name_that_is_not_utf8_is_a_bad_submission(tmp_path):
+    with pytest.raises(BadSubmission, match=r"eve\.zip: unreadable archive \(UnicodeDecodeError"):
+        stage(Source("eve", zip_with_utf8_flag_and_bad_name(tmp_path / "eve.zip")), tmp_path / "impl")
+
+
+def test_names_that_are_not_utf8_are_listed_escaped(tmp_path):
+    folder = tmp_path / "eve"
+    folder.mkdir()
+    (folder / "matmul.py").write_text("x = 1\n")
+    with open(os.path.join(os.fsencode(folder), b"caf\xe9.txt"), "w") as handle:
+        handle.write("latin-1 name")
+    archive = write_tar(tmp_path / "eve.tar", [tar_member(b"caf\xe9.txt"), tar_member(b"matmul.py", b"x = 1\n")])
+    for source in (Source("eve", folder), Source("eve", archive)):
+        staged = stage(source, tmp_path / f"impl-{source.kind}")
+        assert list(staged.files) == ["matmul"]
+        assert staged.ignored == ["caf\\xe9.txt (not an assignment module file)"]
+
+
+def test_a_huge_pax_header_is_refused_without_parsing_it(tmp_path):
+    # 1 MiB of records: the stdlib's parser took the grader to 1 GB on this shape
+    path = pax_records_bomb(tmp_path / "eve.tar", 1 << 20)
+    started = time.perf_counter()
+    with pytest.raises(BadSubmission, match=r"extended tar header of \d+ bytes"):
+        stage(Source("eve", path), tmp_path / "impl")
+    assert time.perf_counter() - started < 5
+
+
+def test_a_small_pax_header_of_quadratic_shape_is_read_in_linear_time(tmp_path):
+    path = pax_records_bomb(tmp_path / "eve.tar", archives.MAX_EXTENDED_BYTES - 8)
+    started = time.perf_counter()
+    with pytest.raises(BadSubmission, match="malformed PAX header"):
+        submission.stage_here(Source("eve", path), tmp_path / "impl")
+    assert time.perf_counter() - started < 0.5
+
+
+def test_a_flood_of_ignored_names_gives_a_bounded_listing(tmp_path):
+    # 0.3 MB of such names once wrote 245 MB of report
+    path = ignored_names_flood(tmp_path / "eve.tar.gz", count=1500)
+    staged = stage(Source("eve", path), tmp_path / "impl")
+    assert list(staged.files) == ["matmul"]
+    assert len(staged.ignored) == submission.MAX_LISTED + 1 and staged.ignored[-1] == "... and 1400 more files"
+    assert sum(len(line) for line in staged.ignored) < 40_000
+
+
+def test_more_header_bytes_than_the_cap_are_refused(tmp_path):
+    path = ignored_names_flood(tmp_path / "eve.tar.gz", count=5000)
+    assert path.stat().st_size < 400_000
+    with pytest.raises(BadSubmission, match=r"more than \d+ bytes of tar headers"):
+        stage(Source("eve", path), tmp_path / "impl")
+
+
+def test_long_and_non_ascii_names_written_by_tarfile_are_read(tmp_path):
+    long_folder = "w" * 120
+    for form in (tarfile.PAX_FORMAT, tarfile.GNU_FORMAT):
+        path = tmp_path / f"ok{form}.tar.gz"
+        with tarfile.open(path, "w:gz", format=form) as archive:
+            for name, data in ((f"{long_folder}/assignment/matmul.py", b"M = 1\n"), ("r\u00e9sum\u00e9.txt", b"hi")):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+        staged = stage(Source("ok", path), tmp_path / f"impl{form}")
+        assert list(staged.files) == ["matmul"], form
+        assert staged.ignored == ["r\u00e9sum\u00e9.txt (not an assignment module file)"], form
+
+
+def test_staging_that_takes_too_long_is_a_bad_submission(tmp_path, monkeypatch):
+    monkeypatch.setattr(submission, "STAGING_TIMEOUT_S", 0.001)
+    with pytest.raises(BadSubmission, match="unpacking took over"):
+        stage(Source("eve", _zip(tmp_path / "eve.zip", {"matmul.py": "x = 1\n"})), tmp_path / "impl")
+
+
+def test_staging_runs_under_a_memory_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(submission, "STAGING_MEMORY_BYTES", 1 << 20)   # below what the child already holds
+    module = "#" * (900 << 10)                                          # reading it needs fresh memory
+    with pytest.raises(BadSubmission, match=r"needs over 1 MiB|unpacking it failed \(exit code"):
+        stage(Source("eve", _zip(tmp_path / "eve.zip", {"matmul.py": module})), tmp_path / "impl")

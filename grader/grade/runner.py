@@ -296,7 +296,11 @@ class Batch:
                     for future in finished:
                         source = pending.pop(future)
                         done += 1
-                        self.progress(done, total, source.id, future.result(), started)
+                        try:
+                            word = future.result()
+                        except Exception as error:  # noqa: BLE001 - one submission's failure is its own
+                            word = self.not_gradable_after(source, error)
+                        self.progress(done, total, source.id, word, started)
             except KeyboardInterrupt:
                 self.stopping.set()
                 for future in pending:
@@ -347,6 +351,16 @@ class Batch:
         shutil.rmtree(scratch, ignore_errors=True)
         score = result["score"]
         return f"{result['status']} {points_text(score['earned'])}/{points_text(score['possible'])}"
+
+    def not_gradable_after(self, source, error) -> str:
+        """What is left to do when grading one submission raised: record it as not gradable, if even
+        that can be written; the batch and the class files go on either way."""
+        reason = f"the grader failed on this submission ({type(error).__name__}: {str(error)[:300]})"
+        try:
+            result = not_gradable_result(source.id, reason, self.context(source.id, None), self.maximum())
+            return self.finish(source, result, self.scratch_root / "runs" / source.id, time.perf_counter(), log="")
+        except Exception as again:  # noqa: BLE001
+            return f"{reason}; its outputs could not be written ({type(again).__name__})"
 
     # --- one child run ---------------------------------------------------------------------------
 
@@ -548,7 +562,12 @@ def write_submission_outputs(folder: Path, result: dict, log: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     write_atomic(folder / "log.txt", log)
     write_atomic(folder / "results.json", json.dumps(gradebook.gradescope_results(result), indent=1))
-    write_atomic(folder / "report.html", html.render_student(result))
+    try:
+        page = html.render_student(result)
+    except Exception as error:  # noqa: BLE001 - one report that cannot render must not stop the batch
+        page = (f"<!doctype html><title>report</title><p>The report could not be rendered "
+                f"({type(error).__name__}); result.json holds the grade.</p>")
+    write_atomic(folder / "report.html", page)
     write_atomic(folder / RESULT_FILE, json.dumps(result, indent=1, sort_keys=True))   # last: marks done
 
 

@@ -11,21 +11,27 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import io
+import json
 import re
-import stat
-import tarfile
-import zipfile
+import resource
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from grader.errors import BadSubmission
+from grader.grade import archives
 
 MODULES = ("accounting", "mixed_precision", "softmax", "matmul", "flash_attention")
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip", ".tar")
-MAX_FILE_BYTES = 1 << 20           # one module file: 1 MiB is ~20x the reference solution
-MAX_TOTAL_BYTES = 64 << 20          # everything in one archive, uncompressed (zip-bomb guard)
-MAX_ENTRIES = 5000                  # entries in one archive
+MAX_FILE_BYTES = archives.MAX_FILE_BYTES
+MAX_LISTED, MAX_LISTED_CHARS = 100, 300   # ignored files named in a report, and each line's length
+STAGING_MEMORY_BYTES = 512 << 20   # address space of the staging child (Python itself takes ~30 MiB)
+STAGING_CPU_S = 20
+STAGING_TIMEOUT_S = 60
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# What the runner writes beside the students' folders (and their temporary names while written).
+CLASS_FILES = {name + suffix for name in ("grades.csv", "index.html") for suffix in ("", ".tmp")}
 METADATA_FILE = "metadata.csv"      # optional, beside the submissions: id, late[, submitted_at]
 _SAFE_ID = re.compile(r"[^A-Za-z0-9._@+-]+")
 
@@ -36,6 +42,7 @@ class Source:
 
     id: str
     path: Path
+    problem: str = ""      # why it cannot be graded before it is even read (a clash of names)
 
     @property
     def kind(self) -> str:
@@ -61,23 +68,37 @@ class Staged:
 
 
 def find_submissions(root: Path) -> tuple[list[Source], list[str]]:
-    """Every submission under `root`, sorted by id; plus entries skipped (duplicate ids, stray files)."""
-    sources: dict[str, Source] = {}
+    """Every submission under `root`, sorted by id; plus entries skipped (links, stray files).
+
+    Two entries with one id (`x/` and `x.zip`) become one not-gradable submission naming both, and an
+    id that is a class output's name (`grades.csv`) is graded as `_<id>`, never a real id (ids do not
+    start with `_`), and not gradable: its outputs must not replace the class files."""
+    found: dict[str, list[Path]] = {}
     skipped = []
     for path in sorted(Path(root).iterdir()):
         if path.name.startswith(".") or path.name == METADATA_FILE:
             continue
         if path.is_symlink():
-            skipped.append(f"{path.name} (a symbolic link; submissions must be real folders or files)")
+            skipped.append(f"{archives.printable(path.name)} (a symbolic link; submissions must be real "
+                           "folders or files)")
             continue
         student = submission_id(path)
         if student is None:
-            skipped.append(f"{path.name} (not a folder or a .zip/.tar/.tar.gz/.tgz archive)")
-        elif student in sources:
-            skipped.append(f"{path.name} (same id {student!r} as {sources[student].path.name})")
+            skipped.append(f"{archives.printable(path.name)} (not a folder or a .zip/.tar/.tar.gz/.tgz archive)")
         else:
-            sources[student] = Source(student, path)
-    return [sources[key] for key in sorted(sources)], skipped
+            found.setdefault(student, []).append(path)
+    sources = []
+    for student, paths in found.items():
+        names = " and ".join(archives.printable(p.name) for p in paths)
+        problem = ""
+        if len(paths) > 1:
+            problem = f"{names} both stand for the id {student!r}: keep exactly one of them and grade again"
+        if student.lower() in CLASS_FILES:
+            problem = (f"{names}: the id {student!r} is the name of a class output file; rename the "
+                       "submission and grade again")
+            student = "_" + student
+        sources.append(Source(student, paths[0], problem))
+    return sorted(sources, key=lambda source: source.id), skipped
 
 
 def submission_id(path: Path) -> str | None:
@@ -109,25 +130,72 @@ def read_metadata(root: Path) -> dict[str, dict]:
 
 
 def stage(source: Source, dest: Path) -> Staged:
+    """`stage_here` in a child process with memory, CPU-time and file-size limits, so no archive can
+    stall or exhaust the grader itself; BadSubmission for an unsafe, unreadable or too costly one."""
+    if source.problem:
+        raise BadSubmission(source.problem)
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "from grader.grade.submission import _child_main; _child_main()")
+    command = [sys.executable, "-I", "-S", "-c", code, str(REPO_ROOT), source.id, str(source.path), str(dest),
+               str(STAGING_MEMORY_BYTES), str(STAGING_CPU_S)]
+    try:
+        done = subprocess.run(command, capture_output=True, timeout=STAGING_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise BadSubmission(f"{source.path.name}: unpacking took over {STAGING_TIMEOUT_S} s; refusing it") from None
+    try:
+        reply = json.loads(done.stdout.decode("utf-8", "replace") or "null")
+    except ValueError:
+        reply = None
+    if not isinstance(reply, dict):
+        raise BadSubmission(f"{source.path.name}: unpacking it failed (exit code {done.returncode}; over the "
+                            f"{STAGING_MEMORY_BYTES >> 20} MiB or {STAGING_CPU_S} s limits?)")
+    if "error" in reply:
+        raise BadSubmission(str(reply["error"]))
+    return Staged(source.id, dict(reply["files"]), list(reply["ignored"]), list(reply["missing"]))
+
+
+def _child_main() -> None:
+    """Entry of the staging child: limits first, then the hostile input; one JSON line on stdout."""
+    student, path, dest, memory, cpu = sys.argv[2:7]
+    resource.setrlimit(resource.RLIMIT_AS, (int(memory), int(memory)))
+    resource.setrlimit(resource.RLIMIT_CPU, (int(cpu), int(cpu)))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2 * archives.MAX_FILE_BYTES, 2 * archives.MAX_FILE_BYTES))
+    try:
+        staged = stage_here(Source(student, Path(path)), Path(dest))
+        reply = {"files": staged.files, "ignored": staged.ignored, "missing": staged.missing}
+    except BadSubmission as error:
+        reply = {"error": str(error)}
+    except MemoryError:
+        reply = {"error": f"{Path(path).name}: unpacking it needs over {int(memory) >> 20} MiB; refusing it"}
+    except Exception as error:  # noqa: BLE001 - whatever the input did, it concerns this submission only
+        reply = {"error": f"{Path(path).name}: unreadable ({type(error).__name__}: {str(error)[:200]})"}
+    sys.stdout.write(json.dumps(reply))
+
+
+def stage_here(source: Source, dest: Path) -> Staged:
     """Copy the allow-listed module files of `source` into `dest/assignment/`; raise BadSubmission
     for an unsafe or unreadable archive. An empty result (no module) is for the caller to judge."""
-    entries = _folder_entries(source.path) if source.kind == "folder" else _archive_entries(source.path)
+    wanted = (lambda relpath: _module_of(relpath)[0] is not None)
+    entries = _folder_entries(source.path) if source.kind == "folder" else \
+        archives.archive_entries(source.path, wanted)
     staged = Staged(source.id)
     chosen: dict[str, tuple[int, str, bytes]] = {}
-    for relpath, reason, read in entries:
+    ignored = []
+    for relpath, reason, data in entries:
         module, rank = _module_of(relpath)
         if reason is None and module is None:
             reason = "not an assignment module file"
         if reason is not None:
-            staged.ignored.append(f"{relpath} ({reason})")
+            ignored.append(f"{relpath} ({reason})")
             continue
         if module in chosen:
             old_rank, old_path, _ = chosen[module]
             if rank >= old_rank:
-                staged.ignored.append(f"{relpath} (duplicate of {old_path})")
+                ignored.append(f"{relpath} (duplicate of {old_path})")
                 continue
-            staged.ignored.append(f"{old_path} (duplicate of {relpath})")
-        chosen[module] = (rank, relpath, read())
+            ignored.append(f"{old_path} (duplicate of {relpath})")
+        chosen[module] = (rank, relpath, data)
+    staged.ignored = _bounded_listing(ignored)
     target = Path(dest) / "assignment"
     target.mkdir(parents=True, exist_ok=True)
     (target / "__init__.py").write_text("")
@@ -136,6 +204,14 @@ def stage(source: Source, dest: Path) -> Staged:
         staged.files[module] = hashlib.sha256(data).hexdigest()
     staged.missing = [m for m in MODULES if m not in chosen]
     return staged
+
+
+def _bounded_listing(lines: list[str]) -> list[str]:
+    """At most MAX_LISTED lines of at most MAX_LISTED_CHARS each: the report lists, it does not copy."""
+    shown = [line if len(line) <= MAX_LISTED_CHARS else line[:MAX_LISTED_CHARS] + "..." for line in lines[:MAX_LISTED]]
+    if len(lines) > MAX_LISTED:
+        shown.append(f"... and {len(lines) - MAX_LISTED} more files")
+    return shown
 
 
 def _module_of(relpath: str) -> tuple[str | None, int]:
@@ -152,98 +228,25 @@ def _module_of(relpath: str) -> tuple[str | None, int]:
 
 
 def _folder_entries(root: Path):
-    """(relative path, reason to ignore or None, reader) for every file below a folder; links are
-    listed and never followed."""
+    """(relative path, reason to ignore or None, bytes or None) for every file below a folder; links
+    are listed and never followed; only module candidates are read."""
+    count = 0
     for path in sorted(root.rglob("*")):
-        relpath = path.relative_to(root).as_posix()
+        count += 1
+        if count > archives.MAX_ENTRIES:
+            raise BadSubmission(f"{root.name}: more than {archives.MAX_ENTRIES} entries; refusing it")
+        relpath = archives.printable(path.relative_to(root).as_posix())
         if path.is_symlink():
             yield relpath, "symbolic link", None
         elif path.is_file():
             size = path.stat().st_size
             if size > MAX_FILE_BYTES:
                 yield relpath, f"{size} bytes, over the {MAX_FILE_BYTES}-byte cap", None
+            elif _module_of(relpath)[0] is None:
+                yield relpath, None, None
             else:
-                yield relpath, None, (lambda p=path: _read_capped(p.open("rb"), relpath))
-
-
-def _archive_entries(path: Path):
-    """Like _folder_entries for an archive, after checking the whole archive is safe to read."""
-    try:
-        if path.name.lower().endswith(".zip"):
-            return _zip_entries(zipfile.ZipFile(path))
-        return _tar_entries(tarfile.open(path, "r:*"))
-    except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as error:
-        raise BadSubmission(f"{path.name}: unreadable archive ({error})") from None
-
-
-def _zip_entries(archive: zipfile.ZipFile):
-    infos = archive.infolist()
-    _check_archive(archive.filename, [(i.filename, i.file_size, _zip_is_link(i)) for i in infos])
-    entries = []
-    for info in infos:
-        if info.is_dir():
-            continue
-        reason = _size_reason(info.file_size)
-        entries.append((_clean(info.filename), reason,
-                        lambda i=info: _read_capped(archive.open(i), i.filename)))
-    return entries
-
-
-def _zip_is_link(info: zipfile.ZipInfo) -> bool:
-    mode = info.external_attr >> 16
-    return stat.S_ISLNK(mode)
-
-
-def _tar_entries(archive: tarfile.TarFile):
-    members = []
-    total = 0
-    for member in archive:                # streams: stops early on a bomb instead of listing it all
-        members.append(member)
-        total += max(member.size, 0)
-        if len(members) > MAX_ENTRIES or total > MAX_TOTAL_BYTES:
-            break
-    _check_archive(archive.name or "archive",
-                   [(m.name, m.size, not (m.isfile() or m.isdir())) for m in members])
-    entries = []
-    for member in members:
-        if member.isfile():
-            entries.append((_clean(member.name), _size_reason(member.size),
-                            lambda m=member: _read_capped(archive.extractfile(m), m.name)))
-    return entries
-
-
-def _check_archive(name, entries):
-    """Refuse the whole archive on traversal, links/devices, too many entries or too much data."""
-    label = Path(str(name)).name
-    if len(entries) > MAX_ENTRIES:
-        raise BadSubmission(f"{label}: more than {MAX_ENTRIES} entries; refusing to unpack")
-    total = 0
-    for entry, size, special in entries:
-        posix = PurePosixPath(entry.replace("\\", "/"))
-        if posix.is_absolute() or ".." in posix.parts or re.match(r"^[A-Za-z]:", entry):
-            raise BadSubmission(f"{label}: entry {entry!r} escapes the archive (path traversal)")
-        if special:
-            raise BadSubmission(f"{label}: entry {entry!r} is a link or device; only plain files allowed")
-        total += max(size, 0)
-    if total > MAX_TOTAL_BYTES:
-        raise BadSubmission(f"{label}: unpacks to more than {MAX_TOTAL_BYTES} bytes; refusing (zip bomb?)")
-
-
-def _clean(name: str) -> str:
-    cleaned = name.replace("\\", "/")
-    while cleaned.startswith("./"):
-        cleaned = cleaned[2:]
-    return cleaned
-
-
-def _size_reason(size: int) -> str | None:
-    return f"{size} bytes, over the {MAX_FILE_BYTES}-byte cap" if size > MAX_FILE_BYTES else None
-
-
-def _read_capped(handle: io.BufferedIOBase, name: str) -> bytes:
-    """Read at most the cap; the declared size of an archive entry is not trusted."""
-    with handle:
-        data = handle.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        raise BadSubmission(f"{name}: larger than {MAX_FILE_BYTES} bytes once unpacked")
-    return data
+                with path.open("rb") as handle:
+                    data = handle.read(MAX_FILE_BYTES + 1)
+                if len(data) > MAX_FILE_BYTES:
+                    raise BadSubmission(f"{relpath}: larger than {MAX_FILE_BYTES} bytes once read")
+                yield relpath, None, data

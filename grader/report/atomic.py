@@ -14,7 +14,8 @@ def write_atomic(path: Path, text: str) -> None:
     path = Path(path)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
+        # errors=: a name that is not UTF-8 (kept as surrogates) must not stop a report being written
+        with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace", newline="") as stream:
             stream.write(text)
         os.chmod(temporary, 0o644)           # mkstemp makes it 0600; reports are read by others
         os.replace(temporary, path)
