@@ -21,7 +21,7 @@ and PyTorch names count (Triton's own `tl.dot`, `tl.sum` are the point of the ex
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 SAFE_ROOTS = {"tl", "triton", "math"}   # attributes of these are not PyTorch ops
 TORCH_MODULES = ("torch", "numpy")
@@ -29,6 +29,7 @@ CODE_RUNNERS = {"eval", "exec", "compile", "__import__", "globals", "locals", "_
 DYNAMIC_MODULES = {"importlib", "builtins", "ctypes"}
 NAME_GETTERS = {"attrgetter", "methodcaller", "import_module", "__getattribute__", "__getattr__"}
 AUTOGRAD_APPLY = ("forward", "setup_context")
+SUBMISSION_PACKAGE = "assignment"       # what a module imports its siblings as (grader.impl)
 
 
 @dataclass(frozen=True)
@@ -41,24 +42,50 @@ class Finding:
         return f"line {self.line} in {self.function}: {self.what}"
 
 
-def forbidden_calls(source: str, entries: list[str], ops: tuple[str, ...],
-                    method_ops: tuple[str, ...] = ()) -> list[Finding]:
+def forbidden_calls(source: str, entries: list[str], ops: tuple[str, ...], method_ops: tuple[str, ...] = (),
+                    siblings: dict[str, str] | None = None, module: str = "") -> list[Finding]:
     """Findings for every forbidden op reachable from `entries`, plus every dynamic lookup.
 
     Entries are module-level names (a function, or a class: all of it) or `Class.method`. `ops` are
     refused however they are named (`torch.matmul`, `x.matmul`, `from torch import matmul`, the string
     "matmul"); `method_ops` only as attributes (`torch.exp`, `x.sum()`), since the same names are
-    Python builtins too (`max`, `sum`).
+    Python builtins too (`max`, `sum`). `siblings` (module name -> source) are the submission's other
+    modules: what the entry imports from them (`from .matmul import helper`) is followed there.
     """
-    tree = ast.parse(source)
-    index = _Index(tree)
+    sources = {**(siblings or {}), module: source}
     rules = (set(ops), {op for op in method_ops if not op.startswith("__")})
-    findings = set(dynamic_lookups(tree, ops))
-    for label, nodes in index.import_time:
-        findings |= _findings_in(nodes, label, *rules, in_kernel=False)
-    for label, nodes, in_kernel in index.reachable(entries):
-        findings |= _findings_in(nodes, label, *rules, in_kernel=in_kernel)
-    return sorted(findings, key=lambda f: (f.line, f.what))
+    findings: set[Finding] = set()
+    indexes: dict[str, _Index] = {}
+    todo = [(module, list(entries))]
+    while todo:
+        name, wanted = todo.pop()
+        if name not in indexes:
+            try:
+                tree = ast.parse(sources[name])
+            except SyntaxError:
+                if name == module:
+                    raise
+                continue                       # a sibling that does not parse fails on import anyway
+            indexes[name] = _Index(tree)
+            prefix = f"{name}.py " if name != module else ""
+            findings |= {replace(f, function=prefix + f.function) for f in dynamic_lookups(tree, ops)}
+            for label, nodes in indexes[name].import_time:
+                findings |= _findings_in(nodes, prefix + label, *rules, in_kernel=False)
+        index, prefix = indexes[name], (f"{name}.py " if name != module else "")
+        for label, nodes, in_kernel in index.reachable(wanted):
+            findings |= _findings_in(nodes, prefix + label, *rules, in_kernel=in_kernel)
+        for sibling, member in index.take_sibling_imports():
+            if sibling in sources:
+                todo.append((sibling, [member] if member else _top_level_names(sources[sibling])))
+    return sorted(findings, key=lambda f: (f.function.partition(" ")[0].endswith(".py"), f.line, f.what))
+
+
+def _top_level_names(source: str) -> list[str]:
+    try:
+        index = _Index(ast.parse(source))
+    except SyntaxError:
+        return []
+    return [*index.functions, *index.classes, *index.bindings]
 
 
 # --- what is defined where ---------------------------------------------------------------------------
@@ -79,7 +106,14 @@ class _Index:
         self.classes: dict[str, list[_Class]] = {}
         self.bindings: dict[str, list[ast.AST]] = {}
         self.import_time: list[tuple[str, list[ast.AST]]] = []
+        self._sibling_imports: list[tuple[str, str | None]] = []
         self._collect(tree.body)
+
+    def take_sibling_imports(self) -> list[tuple[str, str | None]]:
+        """(module, name or None for all of it) imported from the submission's other modules by the
+        bindings reached since the last call."""
+        taken, self._sibling_imports = self._sibling_imports, []
+        return taken
 
     def _collect(self, statements) -> None:
         for node in statements:
@@ -132,6 +166,7 @@ class _Index:
         for node in self.functions.get(name, []) if member is None else []:
             yield name, [node], _is_triton_jit(node), None, None
         for node in self.bindings.get(name, []) if member is None else []:
+            self._sibling_imports += _sibling_import(node, name)
             yield name, [node], False, None, None
         for cls in self.classes.get(name, []):
             yield name, cls.shell, False, None, name
@@ -139,6 +174,24 @@ class _Index:
             for method in wanted:
                 for node in cls.methods.get(method, []):
                     yield f"{name}.{method}", [node], _is_triton_jit(node), _self_name(node), name
+
+
+def _sibling_import(node, name: str) -> list[tuple[str, str | None]]:
+    """What `name`, bound by this import, takes from another module of the submission."""
+    found = []
+    if isinstance(node, ast.ImportFrom):
+        package = node.level > 0 or (node.module or "").split(".")[0] == SUBMISSION_PACKAGE
+        parts = (node.module or "").split(".")
+        inner = parts[1:] if not node.level and parts[0] == SUBMISSION_PACKAGE else [p for p in parts if p]
+        for alias in node.names if package else []:
+            if (alias.asname or alias.name) == name:
+                found.append((inner[0], alias.name) if inner else (alias.name, None))
+    elif isinstance(node, ast.Import):
+        for alias in node.names:
+            parts = alias.name.split(".")
+            if parts[0] == SUBMISSION_PACKAGE and len(parts) > 1 and (alias.asname or parts[0]) == name:
+                found.append((parts[1], None))
+    return found
 
 
 def _class_of(node: ast.ClassDef) -> _Class:

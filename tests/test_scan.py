@@ -239,3 +239,23 @@ def test_the_scan_reads_the_source_as_it_was_before_student_code_ran(tmp_path):
     with impl.guards(forbid=SOFTMAX_OPS), pytest.raises(RuleViolation, match=r"uses \.softmax"):
         impl.softmax.softmax_triton(None)
     impl.close()
+
+
+# --- other modules of the submission -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("importing", ["from .matmul import _rows", "from assignment.matmul import _rows",
+                                       "from . import matmul as _m\n_rows = _m._rows",
+                                       "import assignment.matmul\n_rows = assignment.matmul._rows"])
+def test_what_an_entry_imports_from_another_module_is_followed_there(importing):
+    helper = "import torch\n\n_rows = torch.softmax\n\ndef unrelated(a):\n    return torch.log_softmax(a, -1)\n"
+    source = importing + "\n\ndef softmax_triton(x):\n    return _rows(x, -1)\n"
+    findings = [str(f) for f in forbidden_calls(source, ["softmax_triton"], SOFTMAX_OPS, siblings={"matmul": helper},
+                                                module="softmax")]
+    assert any("in matmul.py _rows: uses .softmax" in f for f in findings), findings
+
+
+def test_a_sibling_name_the_entry_does_not_reach_is_not_read():
+    helper = "import torch\n\ndef unrelated(a):\n    return torch.log_softmax(a, -1)\n\ndef scale(a):\n    return a\n"
+    source = "from .matmul import scale\n\ndef softmax_triton(x):\n    return scale(x)\n"
+    assert forbidden_calls(source, ["softmax_triton"], SOFTMAX_OPS, siblings={"matmul": helper}, module="softmax") == []
