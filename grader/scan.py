@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 SAFE_ROOTS = {"tl", "triton", "math"}   # attributes of these are not PyTorch ops
 TORCH_MODULES = ("torch", "numpy")
 CODE_RUNNERS = {"eval", "exec", "compile", "__import__", "globals", "locals", "__builtins__", "breakpoint"}
-DYNAMIC_MODULES = {"importlib", "builtins", "ctypes"}
+DYNAMIC_MODULES = {"importlib", "builtins"}   # (ctypes reaches no Python name: left to the guards)
 NAME_GETTERS = {"attrgetter", "methodcaller", "import_module", "__getattribute__", "__getattr__"}
 AUTOGRAD_APPLY = ("forward", "setup_context")
 SUBMISSION_PACKAGE = "assignment"       # what a module imports its siblings as (grader.impl)
