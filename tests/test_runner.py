@@ -14,12 +14,12 @@ import pytest
 from fake_suite import GOOD_MATMUL, GOOD_SOFTMAX
 from fake_suite import make_submission as _submission
 from fake_suite import write_suite as _write_suite
+from hostile_archives import ignored_names_flood, pax_records_bomb, zip_with_bad_crc, zip_with_utf8_flag_and_bad_name
 
 from grader.grade import checking_run, runner
 from grader.grade.checking_run import classify_exit
 from grader.grade.runner import detect_gpus, grade_all, parse_gpus
 from grader.grade.sandbox import find_bwrap
-from hostile_archives import ignored_names_flood, pax_records_bomb, zip_with_bad_crc, zip_with_utf8_flag_and_bad_name
 
 REPO = Path(__file__).resolve().parent.parent
 BUDGET = 300.0     # seconds per submission: never reached by a submission that returns

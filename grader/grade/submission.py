@@ -175,9 +175,8 @@ def _child_main() -> None:
 def stage_here(source: Source, dest: Path) -> Staged:
     """Copy the allow-listed module files of `source` into `dest/assignment/`; raise BadSubmission
     for an unsafe or unreadable archive. An empty result (no module) is for the caller to judge."""
-    wanted = (lambda relpath: _module_of(relpath)[0] is not None)
     entries = _folder_entries(source.path) if source.kind == "folder" else \
-        archives.archive_entries(source.path, wanted)
+        archives.archive_entries(source.path, _is_module_path)
     staged = Staged(source.id)
     chosen: dict[str, tuple[int, str, bytes]] = {}
     ignored = []
@@ -212,6 +211,10 @@ def _bounded_listing(lines: list[str]) -> list[str]:
     if len(lines) > MAX_LISTED:
         shown.append(f"... and {len(lines) - MAX_LISTED} more files")
     return shown
+
+
+def _is_module_path(relpath: str) -> bool:
+    return _module_of(relpath)[0] is not None
 
 
 def _module_of(relpath: str) -> tuple[str | None, int]:
