@@ -7,11 +7,17 @@ import time
 import zipfile
 
 import pytest
-from hostile_archives import (ignored_names_flood, pax_records_bomb, tar_member, write_tar, zip_with_bad_crc,
-                              zip_with_utf8_flag_and_bad_name)
+from hostile_archives import (
+    ignored_names_flood,
+    pax_records_bomb,
+    tar_member,
+    write_tar,
+    zip_with_bad_crc,
+    zip_with_utf8_flag_and_bad_name,
+)
 
-from grader.grade import archives, submission
 from grader.errors import BadSubmission
+from grader.grade import archives, submission
 from grader.grade.submission import Source, find_submissions, read_metadata, stage
 
 
