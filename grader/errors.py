@@ -15,3 +15,15 @@ class HandoutError(GraderError):
 
 class BadSubmission(GraderError):
     """A submission cannot be graded (no module files, unreadable archive)."""
+
+
+def not_implemented_cause(error: BaseException | None) -> NotImplementedError | None:
+    """The stub's NotImplementedError in `error` or its causes: Triton's interpreter re-raises one from
+    a kernel as its own InterpreterError, and the worker and the checker must both see through it."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, NotImplementedError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None

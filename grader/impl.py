@@ -151,18 +151,23 @@ class Impl:
         finally:
             self._rules = previous
 
+    def __repr__(self) -> str:
+        return "impl"
+
     def __getattr__(self, name: str):
         if name in MODULES:
             return _ModuleProxy(self, name)
         raise AttributeError(name)
 
     def call(self, module: str, function: str, *args, **kwargs):
+        __tracebackhide__ = True  # noqa: F841
         self._scan(self._rules.scan or (module, (function,)))
         with gpu_lock.shared():    # other submissions on this GPU may run too, unless a perf check times
             return self._request("call", (module, function), args, kwargs)
 
     def run(self, fn, *args, **kwargs):
         """Run the harness function `fn(modules, *args, **kwargs)` where the student's code lives."""
+        __tracebackhide__ = True  # noqa: F841
         _refuse_hidden_test_function(fn)
         if self._rules.scan:
             self._scan(self._rules.scan)
@@ -176,6 +181,7 @@ class Impl:
         return self._sources[module]
 
     def _scan(self, target) -> None:
+        __tracebackhide__ = True  # noqa: F841
         if not self._rules.forbid:
             return
         from grader.guards import TENSOR_MATH_OPS
@@ -199,6 +205,7 @@ class Impl:
         raise NotImplementedError
 
     def _enforce(self, claims: dict) -> None:
+        __tracebackhide__ = True  # noqa: F841
         if claims.get("forbidden"):
             names = ", ".join(f"torch.{name}" for name in sorted(set(claims["forbidden"])))
             raise RuleViolation(f"your code called {names}, which is not allowed here: "
@@ -212,10 +219,27 @@ class _ModuleProxy:
         self._impl = impl
         self._module = module
 
+    def __repr__(self) -> str:
+        return self._module  # assertion messages read "where softmax = impl.softmax"
+
     def __getattr__(self, function: str):
         if function.startswith("__"):
             raise AttributeError(function)
-        return lambda *args, **kwargs: self._impl.call(self._module, function, *args, **kwargs)
+        return _StudentFunction(self._impl, self._module, function)
+
+
+class _StudentFunction:
+    """`impl.<module>.<function>`: calls through the impl; shows in assertion messages as `module.function`."""
+
+    def __init__(self, impl: Impl, module: str, function: str):
+        self._impl, self._module, self._function = impl, module, function
+
+    def __call__(self, *args, **kwargs):
+        __tracebackhide__ = True  # noqa: F841 - pytest hides harness frames from the student
+        return self._impl.call(self._module, self._function, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{self._module}.{self._function}"
 
 
 class InProcessImpl(Impl):
@@ -226,6 +250,7 @@ class InProcessImpl(Impl):
         self.modules = Modules(spec)
 
     def _request(self, kind, target, args, kwargs):
+        __tracebackhide__ = True  # noqa: F841
         from grader.worker import _execute
 
         rules = (self._rules.forbid, self._rules.require_triton)
@@ -249,6 +274,7 @@ class IsolatedImpl(Impl):
         self._hung: set[str] = set()   # functions that hung once: not called again (issue 15)
 
     def _request(self, kind, target, args, kwargs):
+        __tracebackhide__ = True  # noqa: F841
         from grader import channel
 
         name = _called_name(kind, target, args)
@@ -299,6 +325,7 @@ class IsolatedImpl(Impl):
         return box["data"]
 
     def _unpack(self, reply, channel):
+        __tracebackhide__ = True  # noqa: F841
         if not isinstance(reply, tuple) or not reply:
             raise channel.ChannelError("malformed reply from the worker")
         status = reply[0]

@@ -18,6 +18,8 @@ import pytest
 
 from grader import devices, disposable, results
 from grader.hints import device_hint
+from grader.errors import not_implemented_cause
+from grader.student_traceback import student_frames
 from grader.points import load_points
 from grader.scoring import score_checks
 
@@ -236,6 +238,9 @@ def pytest_runtest_makereport(item, call):
     outcome, message = _classify(item, call, report)
     if outcome == results.NOT_IMPLEMENTED and report.failed:
         report.longrepr = f"not implemented: {message}"
+    elif outcome == results.FAILED and call.excinfo is not None and _from_the_worker(call.excinfo.value):
+        # what the student needs is the test's line and their own frames, not the checker's plumbing
+        report.longrepr = message
     if outcome == results.FAILED:
         hint = device_hint(message, item.config.stash[GRADING_RUN].policy.on_gpu)
         if hint:
@@ -256,11 +261,15 @@ def _classify(item, call, report) -> tuple[str, str]:
     if report.passed:
         return results.PASSED, ""
     error = call.excinfo.value if call.excinfo else None
-    not_implemented = _not_implemented_cause(error)
+    not_implemented = not_implemented_cause(error)
     if not_implemented is not None:
         return results.NOT_IMPLEMENTED, str(not_implemented) or "raised NotImplementedError"
     if isinstance(error, StudentCodeError):
-        return results.FAILED, f"your code raised {error}\n{error.traceback_text}"
+        impl = item.funcargs.get("impl")
+        frames = student_frames(error.traceback_text, impl.spec.directory) if impl is not None else ""
+        return results.FAILED, f"{_test_line(item, call)}your code raised {error}" + (f"\n{frames}" if frames else "")
+    if _from_the_worker(error):
+        return results.FAILED, f"{_test_line(item, call)}{error}"
     if report.when == "call" and (isinstance(error, AssertionError) or _raised_in_student_code(item, call)):
         return results.FAILED, _short(report)
     if report.when == "call" and _is_failure(call):
@@ -268,15 +277,24 @@ def _classify(item, call, report) -> tuple[str, str]:
     return results.HARNESS_ERROR, _short(report)
 
 
-def _not_implemented_cause(error):
-    """The stub's NotImplementedError, also when wrapped (Triton's interpreter re-raises as its own)."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, NotImplementedError):
-            return error
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return None
+def _from_the_worker(error) -> bool:
+    """Errors the impl raises on the student's behalf: their text is the whole story."""
+    from grader.impl import RuleViolation, StudentCodeError, WorkerLost
+
+    return isinstance(error, (StudentCodeError, RuleViolation, WorkerLost))
+
+
+def _test_line(item, call) -> str:
+    """'tests_public/test_x.py:12: out = impl.m.f(x)\n', the test's line that made the call."""
+    test_file = os.path.realpath(str(item.path))
+    for entry in reversed(call.excinfo.traceback):
+        if os.path.realpath(str(entry.path)) == test_file:
+            try:
+                source = str(entry.statement).strip().splitlines()[0]
+            except Exception:  # noqa: BLE001 - no source at hand: the location alone still helps
+                source = ""
+            return f"{item.path.name}:{entry.lineno + 1}: {source}\n"
+    return ""
 
 
 def _is_failure(call) -> bool:

@@ -13,6 +13,8 @@ import re
 import sys
 import traceback
 
+from grader.errors import not_implemented_cause
+
 MAX_TRACEBACK = 4000
 MEMORY_ENV = "GRADER_WORKER_MEMORY_MB"   # set by the runner; unset (a student's make test): no cap
 
@@ -65,12 +67,17 @@ def _answer(conn, modules, request):
     try:
         result, claims = _execute(modules, kind, target, args, kwargs, rules)
         reply = ("ok", result, claims)
-    except NotImplementedError as error:
-        reply = ("not_implemented", str(error), _tail(traceback.format_exc()))
     except BaseException as error:  # anything the student's code raised, SystemExit included
+        stub = not_implemented_cause(error)
+        if stub is not None:  # also a stub kernel under Triton's interpreter, which wraps it
+            return _send(conn, ("not_implemented", str(stub), _tail(traceback.format_exc())))
         message = str(error)[:2000] + _memory_cap_note(f"{type(error).__name__}: {error}")
         # The last field: this worker's CUDA context is gone, so it exits after the reply.
         reply = ("error", type(error).__name__, message, _tail(traceback.format_exc()), _cuda_broken())
+    return _send(conn, reply)
+
+
+def _send(conn, reply):
     try:
         conn.send(reply)
     except Exception as error:  # the result could not be sent (unpicklable object)
@@ -82,6 +89,7 @@ def _answer(conn, modules, request):
 def _execute(modules, kind, target, args, kwargs, rules):
     from grader.guards import count_triton_launches, forbid_ops, runtime_forbidden
 
+    __tracebackhide__ = True  # noqa: F841 - in-process runs: pytest shows the student's frames only
     forbid, require_triton = rules
     result = None
     with count_triton_launches() as launches, forbid_ops(runtime_forbidden(forbid, require_triton)) as hits:

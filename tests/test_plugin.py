@@ -54,6 +54,13 @@ SUBMISSION = textwrap.dedent('''
     def needs_cuda(x):
         assert x.is_cuda, "expected a CUDA tensor"
         return x
+
+    def wrapped_stub(x):
+        # what Triton's interpreter does with a stub kernel: its own error, the stub's as the cause
+        try:
+            raise NotImplementedError("kernel: not implemented yet")
+        except NotImplementedError as stub:
+            raise RuntimeError("InterpreterError") from stub
 ''')
 
 SUITE = textwrap.dedent('''
@@ -77,6 +84,14 @@ SUITE = textwrap.dedent('''
     @pytest.mark.check("softmax.fake.stub")
     def test_stub_is_not_implemented(impl):
         impl.softmax.stub(torch.ones(2))
+
+    @pytest.mark.check("softmax.fake.stub")
+    def test_stub_kernel_is_not_implemented(impl):
+        impl.softmax.wrapped_stub(torch.ones(2))
+
+    @pytest.mark.check("softmax.fake.wrong")
+    def test_assertion_names_the_function(impl):
+        assert impl.softmax.wrong(torch.ones(1)).item() == 2.0
 
     @pytest.mark.check("softmax.fake.raises")
     def test_student_exception_fails(impl):
@@ -108,6 +123,8 @@ EXPECTED_OUTCOMES = {
     "test_half_of_the_cases_pass[wrong]": results.FAILED,
     "test_wrong_answer_fails": results.FAILED,
     "test_stub_is_not_implemented": results.NOT_IMPLEMENTED,
+    "test_stub_kernel_is_not_implemented": results.NOT_IMPLEMENTED,
+    "test_assertion_names_the_function": results.FAILED,
     "test_student_exception_fails": results.FAILED,
     "test_code_refusing_cpu_tensors_fails": results.FAILED,
     "test_bug_in_the_test_itself": results.HARNESS_ERROR,
@@ -153,13 +170,25 @@ def test_stream_classifies_every_outcome_and_says_what_went_wrong(fake_run):
     assert "not run here" in by_name["test_gpu_only"].message
 
 
+def test_student_sees_their_frames_not_the_harness(fake_run):
+    done, stream = fake_run
+    run, _ = results.read_stream(stream.read_text())
+    raised = next(r.message for r in run.tests if r.nodeid.endswith("test_student_exception_fails"))
+    if "isolated" in str(stream):
+        assert "Traceback (your code only)" in raised and "softmax.py" in raised, raised
+        assert "test_fake.py:" in raised, raised   # the test's line that made the call
+    for noise in ("grader/impl.py", "grader/worker.py", "_ModuleProxy", "<lambda>"):
+        assert noise not in done.stdout, f"{noise!r} in the student's output:\n{done.stdout[-4000:]}"
+    assert "softmax.wrong(" in done.stdout   # the assertion names the student's function
+
+
 def test_summary_prints_problem_points_and_total(fake_run):
     done, _ = fake_run
     lines, stdout = done.outlines, done.stdout.str()
     # earned: passes 2 + half 1 = 3; possible excludes the GPU-only check (3) and the perf check (4).
     problem = next(line for line in lines if line.startswith("Fake softmax"))
     assert problem.split()[2:5] == ["3.00", "/", "8"], problem
-    assert "1 tests not implemented" in problem
+    assert "2 tests not implemented" in problem  # in both modes: a wrapped stub counts too
     assert "7 pts of GPU-only checks not run here" in problem
     total = next(line for line in lines if line.startswith("TOTAL"))
     assert total.split()[1:4] == ["3.00", "/", "8"], total
