@@ -36,13 +36,15 @@ def max_abs_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
 
 
 def assert_close_lowp(actual, reference, naive, *, factor: float = OUTPUT_FACTOR, floor: float = 1e-5,
-                      ulps: float = 0.0, input_dtype=None, what: str = "output", context: str = "") -> None:
+                      ulps: float = 0.0, input_dtype=None, what: str = "output", context: str = "",
+                      signatures=()) -> None:
     """Pass when |actual - reference| <= factor * |naive - reference| + floor + ulps * eps * max|reference|
     (max over elements; eps is that of `actual`'s dtype, so `ulps` sets a floor in units of the result's ulp).
 
     `reference` is the computation in fp32 or fp64; `naive` is the same computation done plainly in
     PyTorch at the low precision under test. `input_dtype` (the inputs' dtype, when it differs from the
-    result's) lets a failure say when its size matches a known cause (see `error_signature`).
+    result's) lets a failure say when its size matches a known cause (see `error_signature`);
+    `signatures` (grader.diagnose_tensors) name known mistakes by their fingerprints.
     """
     _check_shapes(actual, reference, what, context)
     allowed, scale = lowp_allowed(actual.dtype, reference, naive, factor=factor, floor=floor, ulps=ulps,
@@ -51,7 +53,8 @@ def assert_close_lowp(actual, reference, naive, *, factor: float = OUTPUT_FACTOR
     if ulps:
         rule += f" + {ulps:g} ulp of {_dtype_name(actual.dtype)} at |{what}| = {scale:.3g}"
     _fail_if_above(actual, reference, allowed, rule, what, context,
-                   note=lambda error: error_signature(error, scale, actual.dtype, input_dtype or actual.dtype))
+                   note=lambda error: error_signature(error, scale, actual.dtype, input_dtype or actual.dtype),
+                   signatures=signatures)
 
 
 def lowp_allowed(result_dtype, reference, naive, *, factor: float = OUTPUT_FACTOR, floor: float = 1e-5,
@@ -102,8 +105,9 @@ def _largest_finite(reference) -> float:
 
 
 def assert_close(actual, expected, *, atol: float, rtol: float = 0.0, what: str = "output",
-                 context: str = "") -> None:
-    """Elementwise |actual - expected| <= atol + rtol * |expected|, with a readable failure."""
+                 context: str = "", signatures=()) -> None:
+    """Elementwise |actual - expected| <= atol + rtol * |expected|, with a readable failure; `signatures`
+    (grader.diagnose_tensors) name the likely cause when a known mistake's fingerprint matches."""
     _check_shapes(actual, expected, what, context)
     actual_d, expected_d = actual.double(), expected.double()
     # Where expected is not finite, rtol * |expected| is inf or NaN: those entries are judged apart.
@@ -111,7 +115,7 @@ def assert_close(actual, expected, *, atol: float, rtol: float = 0.0, what: str 
     diff = torch.nan_to_num((actual_d - expected_d).abs(), nan=float("inf"), posinf=float("inf"))
     bad = _off(actual_d, expected_d, diff, bound)
     if bool(bad.any()):
-        _fail(actual, expected, diff, bad, f"atol={atol:g}, rtol={rtol:g}", what, context)
+        _fail(actual, expected, diff, bad, f"atol={atol:g}, rtol={rtol:g}", what, context, signatures)
 
 
 def seed_for(nodeid: str, salt: str) -> int:
@@ -133,13 +137,13 @@ def _check_shapes(actual, reference, what, context):
                     f"{tuple(reference.shape)}", pytrace=False)
 
 
-def _fail_if_above(actual, reference, allowed, rule, what, context, note=None):
+def _fail_if_above(actual, reference, allowed, rule, what, context, note=None, signatures=()):
     diff = torch.nan_to_num((actual.double() - reference.double()).abs(), nan=float("inf"), posinf=float("inf"))
     bad = _off(actual.double(), reference.double(), diff, allowed)
     if bool(bad.any()):
         hint = note(float(torch.where(bad, diff, 0.0).max())) if note else ""
         _fail(actual, reference, diff, bad, f"allowed {allowed:.3g} ({rule})" + (f". {hint}" if hint else ""),
-              what, context)
+              what, context, signatures)
 
 
 def _off(actual, expected, diff, bound):
@@ -152,14 +156,23 @@ def _off(actual, expected, diff, bound):
     return torch.where(exact, ~matched, ~within)
 
 
-def _fail(actual, expected, diff, bad, rule, what, context):
+def _fail(actual, expected, diff, bad, rule, what, context, signatures=()):
+    from grader.diagnose_tensors import explain
+
     masked = torch.where(bad, diff, torch.zeros_like(diff))
     worst = tuple(int(i) for i in torch.unravel_index(masked.argmax(), diff.shape)) if diff.dim() else ()
     message = (
-        f"{_where(context)}{what} mismatch: {int(bad.sum())} of {bad.numel()} elements off; "
+        f"{_where(context)}{what} mismatch: {int(bad.sum())} of {bad.numel()} elements off "
+        f"(shape {tuple(actual.shape)}, {str(actual.dtype).replace('torch.', '')}); "
         f"max abs error {float(diff.max()):.3g} at index {list(worst)} "
         f"(got {float(actual.double()[worst]):.6g}, expected {float(expected.double()[worst]):.6g}); {rule}"
     )
+    non_finite = int((~torch.isfinite(actual.double()) & torch.isfinite(expected.double())).sum())
+    if non_finite:
+        message += f"; {non_finite} of them inf/NaN where the expected value is finite"
+    cause = explain(actual, expected, signatures)
+    if cause:
+        message += f"\nLikely cause: {cause}"
     pytest.fail(message, pytrace=False)
 
 

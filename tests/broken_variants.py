@@ -32,6 +32,21 @@ VARIANTS = {
         ("running_sum = running_sum * tl.exp(running_max - base) + tl.sum(tl.exp(x - base), axis=0)",
          "running_sum = running_sum + tl.sum(tl.exp(x - base), axis=0)  # BUG: old sum not rescaled"),
     )),
+    "softmax_no_max": Variant("softmax", "the Triton kernels take exp(x) without subtracting the row max", (
+        ("    weights = tl.exp(x - base[:, None])",
+         "    weights = tl.exp(x)  # BUG: exp(1000) is inf"),
+        ("running_sum = running_sum * tl.exp(running_max - base) + tl.sum(tl.exp(x - base), axis=0)",
+         "running_sum = running_sum + tl.sum(tl.exp(x), axis=0)  # BUG: no max subtracted"),
+        ("        y = tl.exp(x.to(tl.float32) - base) * inv_sum",
+         "        y = tl.exp(x.to(tl.float32)) * inv_sum  # BUG: no max subtracted"),
+    )),
+    "mp_never_unscaled": Variant("mixed_precision", "step() checks the scaled gradients for inf but never divides "
+                                 "them by the scale, so SGD moves S times too far", (
+        ("        found_inf = self.unscale_(optimizer)\n        if not found_inf:",
+         "        found_inf = not all(torch.isfinite(p.grad).all() for group in optimizer.param_groups\n"
+         "                            for p in group[\"params\"] if p.grad is not None)  # BUG: never unscaled\n"
+         "        if not found_inf:"),
+    )),
     "mp_bf16_master_weights": Variant("mixed_precision", "the model is cast to the compute dtype, so the "
                                       "optimizer updates bf16 weights and tiny steps round away", (
         ("    not_fp32 = [(name, p.dtype) for name, p in model.named_parameters() if p.dtype != torch.float32]\n"
@@ -141,6 +156,24 @@ def build_variant(name: str, root: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{variant.module}.py").write_text(f"# BROKEN ON PURPOSE ({name}): {variant.bug}\n{source}")
     return folder
+
+
+def suite_failures(suite: str, impl: Path | str, report: Path, keyword: str = "",
+                   timeout: float = 600) -> dict[str, tuple[str, str]]:
+    """{test name: (outcome, failure message)} from running `suite` (optionally `-k keyword`) against `impl`
+    as a student would (in-process): the message is what the student reads."""
+    command = [sys.executable, "-m", "pytest", suite, "--impl", str(impl), "-q", "-p", "no:cacheprovider",
+               f"--junitxml={report}"] + (["-k", keyword] if keyword else [])
+    run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    assert Path(report).exists(), f"the suite did not run:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    found = {}
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        outcome = "failed" if failure is not None else "skipped" if case.find("skipped") is not None else "passed"
+        found[case.get("name")] = (outcome, "" if failure is None else (failure.text or failure.get("message", "")))
+    return found
 
 
 def hidden_suite_outcomes(suite: str, impl: Path | str, report: Path, timeout: float = 600) -> dict[str, str]:

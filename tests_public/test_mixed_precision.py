@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from grader.diagnose_tensors import scaled_by
 from grader.testing import assert_close, assert_close_lowp, randn, raises_from_student
 
 
@@ -90,6 +91,18 @@ def scenario_tiny_updates(modules, start, lr, steps, device):
     for _ in range(steps):
         modules.mixed_precision.mixed_precision_step(model, optimizer, batch, mean_output_loss)
     return float(model.weight.detach().reshape(-1)[0]), model.weight.dtype
+
+
+def scenario_scaled_sgd_step(modules, start, lr, init_scale, device):
+    """One fp16 step with a scaler on loss = mean(w * 1): the true gradient is 1, the scaled one init_scale."""
+    model = single_weight_linear(start, device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)   # SGD, not Adam: Adam's update ignores the scale
+    scaler = modules.mixed_precision.DynamicLossScaler(init_scale=init_scale)
+    batch = (torch.ones(4, 1, device=device), torch.zeros(4, 1, device=device))
+    modules.mixed_precision.mixed_precision_step(model, optimizer, batch, mean_output_loss,
+                                                 compute_dtype=torch.float16, scaler=scaler)
+    grad = model.weight.grad
+    return float(model.weight.detach().reshape(-1)[0]), None if grad is None else float(grad.reshape(-1)[0])
 
 
 def scenario_fp16_without_scaler(modules, weights, inputs, targets, device):
@@ -204,6 +217,20 @@ def test_scale_unscale_and_backoff_arithmetic(impl):
     assert found_finite is False, "unscale_ reported inf/NaN for finite gradients"
     assert found_inf is True, "unscale_ did not report an inf gradient"
     assert scale_after == 4.0, f"after an overflow the scale should back off 8 -> 4, got {scale_after}"
+
+
+@pytest.mark.check("mixed_precision.scaler.unscaled_update")
+def test_scaled_fp16_sgd_step_uses_the_unscaled_gradient(impl, device):
+    scale = 1024.0
+    weight, grad = impl.run(scenario_scaled_sgd_step, 1.0, 1e-3, scale, device)
+    never_unscaled = (f"the gradients were never divided by the loss scale S = {scale:g}: the update is S times "
+                      "too large. Unscale (grad / S) before optimizer.step(), e.g. with scaler.step(optimizer)")
+    assert grad is not None, "after mixed_precision_step the weight has no .grad"
+    assert_close(torch.tensor(grad), torch.tensor(1.0), atol=1e-6, what="weight.grad after the step",
+                 context=f"fp16, DynamicLossScaler(init_scale={scale:g}), loss = mean(w * 1)",
+                 signatures=(scaled_by(scale, never_unscaled),))
+    assert_close(torch.tensor(1.0 - weight), torch.tensor(1e-3), atol=1e-6, what="SGD update of w (lr 1e-3)",
+                 context=f"fp16, DynamicLossScaler(init_scale={scale:g}), w = 1.0", signatures=(scaled_by(scale, never_unscaled),))
 
 
 @pytest.mark.check("mixed_precision.scaler.dynamic")

@@ -11,7 +11,8 @@ import math
 import pytest
 import torch
 
-from grader.references.softmax import assert_softmax_close
+from grader.diagnose_tensors import non_finite
+from grader.references.softmax import OVERFLOW_CAUSE, assert_softmax_close
 from grader.testing import SOFTMAX_OPS, assert_close, randn
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
@@ -75,6 +76,20 @@ def test_update_without_values_tracks_statistics(impl):
     assert_close(l, torch.tensor(2.0, dtype=torch.float64), atol=1e-12, what="l = (1 + 2 + 3) / 3")
 
 
+@pytest.mark.check("softmax.stability.large_inputs")
+def test_update_with_scores_near_1000_does_not_overflow(impl):
+    # fp32's exp overflows past ~88.7: only an update that subtracts the running max survives 1000
+    big = torch.tensor(1000.0)
+    state = impl.softmax.online_softmax_update(*empty_state(dtype=torch.float32), big + torch.tensor([0.0, LN2]),
+                                               column([1.0, 2.0], dtype=torch.float32))
+    m, l, acc = impl.softmax.online_softmax_update(*state, big + torch.tensor([LN3]), column([4.0], dtype=torch.float32))
+    signatures = (non_finite(OVERFLOW_CAUSE),)
+    assert_close(l, torch.tensor(2.0), atol=1e-4, what="l after scores 1000 + [0, ln2] then 1000 + [ln3] (fp32)",
+                 signatures=signatures)
+    assert_close(acc / l, torch.tensor([17.0 / 6.0]), atol=1e-4, what="output acc / l for scores 1000 + [0, ln2, ln3]",
+                 signatures=signatures)
+
+
 # ------------------------------------------------------------------ online_softmax (PyTorch)
 
 
@@ -93,6 +108,15 @@ def test_online_softmax_matches_torch(impl, gen, on_gpu, device, shape, block_si
     x = randn(shape, dtype=dtype, device=device, gen=gen, scale=3.0)
     out = impl.softmax.online_softmax(x, block_size)
     assert_softmax_close(out, x, on_gpu=on_gpu, context=f"shape={shape} block_size={block_size} {dtype}")
+
+
+@pytest.mark.check("softmax.stability.large_inputs")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+def test_online_softmax_of_large_inputs_is_finite(impl, gen, device, on_gpu, dtype):
+    x = 1000.0 + randn((3, 40), device=device, gen=gen, scale=3.0)   # exp(1000) is inf in any float dtype
+    x = x.to(dtype)
+    out = impl.softmax.online_softmax(x, 16)
+    assert_softmax_close(out, x, on_gpu=on_gpu, context=f"x = 1000 + 3 * randn, shape (3, 40), block 16, {dtype}")
 
 
 # ------------------------------------------------------------------ softmax_triton
@@ -137,3 +161,15 @@ def test_softmax_triton_all_masked_row_is_zero(impl, gen, on_gpu, device):
         out = impl.softmax.softmax_triton(x)
     assert not torch.isnan(out).any(), "softmax_triton returned NaN for a row of all -inf (expected zeros)"
     assert_softmax_close(out, x, on_gpu=on_gpu, interpreted_kernel=True, context="rows with -inf")
+
+
+@pytest.mark.triton
+@pytest.mark.check("softmax.stability.large_inputs")
+@pytest.mark.parametrize("cols", [100, 20000], ids=["one-block", "long-row"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+def test_softmax_triton_of_large_inputs_is_finite(impl, gen, on_gpu, device, cols, dtype):
+    x = (1000.0 + randn((2, cols), device=device, gen=gen, scale=3.0)).to(dtype)
+    with impl.guards(forbid=SOFTMAX_OPS, require_triton=True):
+        out = impl.softmax.softmax_triton(x)
+    assert_softmax_close(out, x, on_gpu=on_gpu, interpreted_kernel=True,
+                         context=f"x = 1000 + 3 * randn, shape (2, {cols}), {dtype}")

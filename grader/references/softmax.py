@@ -16,14 +16,36 @@ def reference_softmax(x):
     return torch.softmax(x.double(), dim=-1).nan_to_num(0.0)
 
 
+OVERFLOW_CAUSE = ("exp overflowed: exp(x) is inf above x ~ 88.7 in fp32 (~ 11.1 in fp16) and inf / inf is NaN. "
+                  "Subtract the row's max before exp: softmax(x) = softmax(x - max(x)), and every exponent "
+                  "is then <= 0")
+MASKED_ROW_CAUSE = ("a row of all -inf gave NaN: its max is -inf and x - max is -inf - (-inf) = NaN. While the "
+                    "max is still -inf use 0 as the exponent base, and give such a row zeros")
+
+
+def softmax_signatures(x):
+    """The fingerprints of the classic softmax mistakes for input x (grader.diagnose_tensors)."""
+    row_max = x.double().amax(dim=-1, keepdim=True) if x.numel() else x.double()
+    masked_rows = row_max == float("-inf")
+    large_rows = row_max > 11.0  # past fp16's exp range; fp32's is passed by the suites' 1000s
+
+    def non_finite_in(rows):
+        return lambda actual, expected: bool((~torch.isfinite(actual.double()) & rows).any())
+
+    return ((non_finite_in(masked_rows), MASKED_ROW_CAUSE), (non_finite_in(large_rows), OVERFLOW_CAUSE))
+
+
 def assert_softmax_close(actual, x, *, on_gpu, interpreted_kernel=False, context=""):
     """Softmax output vs fp64, allowed 2x the error of torch.softmax at x's precision (+ a floor)."""
     assert actual.dtype == x.dtype, f"[{context}] output dtype {actual.dtype}, expected {x.dtype}"
     assert tuple(actual.shape) == tuple(x.shape), f"[{context}] output shape {tuple(actual.shape)}"
     reference = reference_softmax(x)
+    signatures = softmax_signatures(x)
     if interpreted_kernel and x.dtype == torch.bfloat16 and not on_gpu:
         # Triton's CPU interpreter truncates fp32 -> bf16 (the GPU rounds): allow one bf16 ulp (2^-7 relative)
-        assert_close(actual, reference, atol=1e-6, rtol=2.0**-7, what="softmax", context=context)
+        assert_close(actual, reference, atol=1e-6, rtol=2.0**-7, what="softmax", context=context,
+                     signatures=signatures)
         return
     naive = torch.softmax(x, dim=-1).nan_to_num(0.0)
-    assert_close_lowp(actual, reference, naive, factor=2.0, floor=1e-6, what="softmax", context=context)
+    assert_close_lowp(actual, reference, naive, factor=2.0, floor=1e-6, what="softmax", context=context,
+                      signatures=signatures)
