@@ -94,6 +94,14 @@ VARIANTS = {
     "fa_no_rescale": Variant("flash_attention", "the forward never rescales acc when the running max grows", (
         ("        acc = acc * alpha[:, None]\n", "        # BUG: acc is not rescaled by alpha\n"),
     )),
+    "fa_pytorch_no_rescale": Variant("flash_attention", "the PyTorch forward never rescales l and acc", (
+        ("            l_i = l_i * alpha + p.sum(dim=-1)\n            acc = acc * alpha[..., None] + p @ v_j",
+         "            l_i = l_i + p.sum(dim=-1)  # BUG: old terms keep their old max\n            acc = acc + p @ v_j"),
+    )),
+    "fa_lse_without_max": Variant("flash_attention", "the PyTorch forward's lse is ln l, the max never added back", (
+        ("        lse[:, :, q0:q0 + q_i.shape[-2]] = m_i + torch.log(l_i)",
+         "        lse[:, :, q0:q0 + q_i.shape[-2]] = torch.log(l_i)  # BUG: l is relative to m_i"),
+    )),
     "fa_saves_p": Variant("flash_attention", "the Triton autograd Function saves the full P for backward", (
         ("        o, lse = (o4.squeeze(1), lse.squeeze(1)) if ctx.squeeze else (o4, lse)\n"
          "        ctx.save_for_backward(q, k, v, o, lse)",

@@ -3,9 +3,10 @@
 Each variant (tests/broken_variants.py) is the reference with one classic mistake that the public
 suite let through before its concept check existed: a Triton softmax that takes exp(x) without
 subtracting the max (right for small inputs, NaN at 1000) and a loss scaler that never unscales
-(AdamW's update ignores the scale, only an SGD check sees it). The check must fail and its message
-must name the cause; the other public tests of the same function still pass, so the failure is
-about the concept and nothing else.
+(AdamW's update ignores the scale, only an SGD check sees it). For FlashAttention, a PyTorch forward that
+never rescales and an lse without the max: the worked example fails and says which. The check must
+fail and its message must name the cause; the other public tests of the same function still pass,
+so the failure is about the concept and nothing else.
 """
 
 import pytest
@@ -22,6 +23,14 @@ CASES = {
         "failed": ["test_scaled_fp16_sgd_step_uses_the_unscaled_gradient"],
         "passed": ["test_scale_unscale_and_backoff_arithmetic", "test_injected_inf_skips_step_and_halves_scale"],
     }, ("Likely cause: the gradients were never divided by the loss scale S = 1024",)),
+    "fa_pytorch_no_rescale": ("tests_public/test_flash_attention.py", "pytorch_forward_worked_example", {
+        "failed": ["test_pytorch_forward_worked_example_gives_17_over_6[k_tile1]",
+                   "test_pytorch_forward_worked_example_gives_17_over_6[k_tile2]"],
+        "passed": ["test_pytorch_forward_worked_example_gives_17_over_6[k_tile3]"],   # one tile: no rescale
+    }, ("Likely cause: when a block raises the running max",)),
+    "fa_lse_without_max": ("tests_public/test_flash_attention.py", "pytorch_forward_worked_example", {
+        "failed": ["test_pytorch_forward_worked_example_gives_17_over_6[k_tile1]"], "passed": [],
+    }, ("Likely cause: lse came out as ln l",)),
 }
 
 

@@ -19,9 +19,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from grader.diagnose_tensors import equals
 from grader.references.attention import (assert_backward_matches, assert_forward_matches,
                                         attention_forward_backward, random_qkv)
+from grader.references.softmax import (LSE_WITHOUT_MAX_CAUSE, NO_RESCALE_CAUSE, WORKED_EXAMPLE_WRONG_LSE,
+                                       WORKED_EXAMPLE_WRONG_OUTPUTS)
 from grader.testing import assert_close, randn
+
+NO_RESCALE = equals(WORKED_EXAMPLE_WRONG_OUTPUTS, NO_RESCALE_CAUSE, first_only=True)
+LSE_WITHOUT_MAX = equals(WORKED_EXAMPLE_WRONG_LSE, LSE_WITHOUT_MAX_CAUSE)
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 CORE_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -49,9 +55,10 @@ def worked_example(d=1):
 def test_pytorch_forward_worked_example_gives_17_over_6(impl, k_tile):
     q, k, v = worked_example()
     o, lse = impl.flash_attention.flash_attention_forward_pytorch(q, k, v, False, 1, k_tile)
-    # 17/6 = 2.8333; forgetting to rescale the old terms when the max grows gives 6.5 / 2.5 = 2.6
-    assert_close(o, torch.tensor([[[[17.0 / 6.0]]]]), atol=1e-5, what="o", context=f"k_tile={k_tile}")
-    assert_close(lse, torch.tensor([[[math.log(6.0)]]]), atol=1e-5, what="lse = ln 6", context=f"k_tile={k_tile}")
+    assert_close(o, torch.tensor([[[[17.0 / 6.0]]]]), atol=1e-5, what="o", context=f"k_tile={k_tile}",
+                 signatures=(NO_RESCALE,))
+    assert_close(lse, torch.tensor([[[math.log(6.0)]]]), atol=1e-5, what="lse = ln 6", context=f"k_tile={k_tile}",
+                 signatures=(LSE_WITHOUT_MAX,))
 
 
 @pytest.mark.check("flash_attention.triton.worked_example")
@@ -62,9 +69,10 @@ def test_triton_forward_worked_example_gives_17_over_6(impl, device):
     o, lse = impl.flash_attention.flash_attention_forward(q, k, v, False)
     expected = torch.zeros(1, 1, 1, 16)
     expected[..., 0] = 17.0 / 6.0
-    assert_close(o.float().cpu(), expected, atol=1e-5, what="o", context="worked example padded to d=16")
+    assert_close(o.float().cpu(), expected, atol=1e-5, what="o", context="worked example padded to d=16",
+                 signatures=(NO_RESCALE,))
     assert_close(lse.cpu(), torch.tensor([[[math.log(6.0)]]]), atol=1e-5, what="lse = ln 6",
-                 context="worked example padded to d=16")
+                 context="worked example padded to d=16", signatures=(LSE_WITHOUT_MAX,))
 
 
 # ------------------------------------------------------------------ cases

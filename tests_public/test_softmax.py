@@ -11,8 +11,9 @@ import math
 import pytest
 import torch
 
-from grader.diagnose_tensors import non_finite
-from grader.references.softmax import OVERFLOW_CAUSE, assert_softmax_close
+from grader.diagnose_tensors import equals, non_finite
+from grader.references.softmax import (NO_RESCALE_CAUSE, OVERFLOW_CAUSE, WORKED_EXAMPLE_WRONG_OUTPUTS,
+                                       assert_softmax_close)
 from grader.testing import SOFTMAX_OPS, assert_close, randn
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
@@ -48,11 +49,12 @@ def test_worked_example_rescales_when_max_grows(impl):
                                                column([1.0, 2.0]))
     m, l, acc = impl.softmax.online_softmax_update(*state, torch.tensor([LN3], dtype=torch.float64), column([4.0]))
     assert_close(m, torch.tensor(LN3, dtype=torch.float64), atol=1e-12, what="m after block 2")
-    assert_close(l, torch.tensor(2.0, dtype=torch.float64), atol=1e-12,
-                 what="l after block 2 (2.5 means the old sum was not rescaled by exp(m_old - m_new))")
-    assert_close(acc, torch.tensor([17.0 / 3.0], dtype=torch.float64), atol=1e-12, what="acc after block 2")
-    # 17/6 = 2.8333; forgetting to rescale gives 6.5 / 2.5 = 2.6
-    assert_close(acc / l, torch.tensor([17.0 / 6.0], dtype=torch.float64), atol=1e-12, what="output acc / l")
+    assert_close(l, torch.tensor(2.0, dtype=torch.float64), atol=1e-12, what="l after block 2",
+                 signatures=(equals(2.5, NO_RESCALE_CAUSE),))
+    assert_close(acc, torch.tensor([17.0 / 3.0], dtype=torch.float64), atol=1e-12, what="acc after block 2",
+                 signatures=(equals(6.5, NO_RESCALE_CAUSE),))
+    assert_close(acc / l, torch.tensor([17.0 / 6.0], dtype=torch.float64), atol=1e-12, what="output acc / l",
+                 signatures=(equals(WORKED_EXAMPLE_WRONG_OUTPUTS, NO_RESCALE_CAUSE),))
 
 
 @pytest.mark.check("softmax.update.masking")

@@ -23,6 +23,15 @@ MASKED_ROW_CAUSE = ("a row of all -inf gave NaN: its max is -inf and x - max is 
                     "max is still -inf use 0 as the exponent base, and give such a row zeros")
 
 
+NO_RESCALE_CAUSE = ("when a block raises the running max from m to m', the old l and acc were not multiplied by "
+                    "exp(m - m'): the lecture's example then gives 6.5 / 2.5 = 2.6 (or 7/3 one score at a time) "
+                    "instead of 17/6")
+LSE_WITHOUT_MAX_CAUSE = ("lse came out as ln l, but l sums exp(s - m): the log-sum-exp is m + ln l (the max "
+                         "must be added back)")
+WORKED_EXAMPLE_WRONG_OUTPUTS = (2.6, 7.0 / 3.0)   # no rescale with blocks [0, ln2 | ln3] and [0 | ln2 | ln3]
+WORKED_EXAMPLE_WRONG_LSE = 0.6931471805599453     # ln 2 = ln l: the max ln 3 not added back to ln 6
+
+
 def softmax_signatures(x):
     """The fingerprints of the classic softmax mistakes for input x (grader.diagnose_tensors)."""
     row_max = x.double().amax(dim=-1, keepdim=True) if x.numel() else x.double()
