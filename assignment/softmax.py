@@ -4,10 +4,10 @@
 """Online softmax: softmax built from mergeable running statistics (lecture: S3 §7.8, S0 §6.2).
 
 A row's softmax needs its maximum m and its normaliser l = sum_j exp(x_j - m). Both can be built one
-block of the row at a time: when a new block raises the maximum from m to m', every term already in l
-(and in the weighted sum acc = sum_j exp(x_j - m) * v_j) was computed against the old base, so it is
-rescaled by exp(m - m') before the new block's terms are added. This is the statistic FlashAttention
-carries across key blocks.
+block of the row at a time, keeping a small running state per row, even though a later block may raise
+the maximum that the earlier terms were computed against: working out how the state stays exact is the
+heart of this problem (the lecture's worked example, S3 §7.8, walks through it). This is the statistic
+FlashAttention carries across key blocks.
 
 Three entry points, all following the same conventions:
 
@@ -18,11 +18,11 @@ Three entry points, all following the same conventions:
 Conventions (the same in every function):
 
 * The initial state is m = -inf, l = 0, acc = 0 (``online_softmax_init`` builds it).
-* A block whose scores are all -inf (fully masked) leaves the state unchanged and never produces NaN:
-  exp(-inf - (-inf)) is avoided by using 0 as the exponent base while the maximum is still -inf.
+* A block whose scores are all -inf (fully masked) leaves the state unchanged and never produces NaN.
 * A row whose scores are all -inf has softmax all zeros (not NaN), acc/l = 0 and lse = -inf.
 * Math is done in float32 (float64 inputs stay float64); outputs have the input dtype.
 * NaN in the input propagates to that row's output.
+* Scores may be large (1000 and more): nothing may overflow, in fp32 or fp16 inputs.
 """
 
 import torch
@@ -40,20 +40,8 @@ except ImportError:  # no Triton (e.g. macOS): the PyTorch-only functions below 
     TRITON_AVAILABLE = False
 
 NEG_INF = float("-inf")
-
-# Launch settings, chosen from a sweep on an H200 (scripts/bench_softmax.py --sweep, 256 MB tensors).
-# Rows whose padded length is at most this many columns are done in one pass, the whole row in
-# registers; longer rows use the two-pass online kernel.
-ONE_PASS_MAX_COLS = 16384
-# The one-pass kernel packs several short rows into one program until its tile holds this many elements.
-ONE_PASS_TILE_ELEMS = 8192
-# Threads per program follow the tile's bytes: about 64 bytes of input per thread (16 fp32, 32 bf16).
-ONE_PASS_BYTES_PER_THREAD = 64
-# Column block of the online kernel: how much of a long row one loop iteration reads.
-ONLINE_BLOCK_COLS = 8192
-ONLINE_NUM_WARPS = 8
-
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
 
 
 # --------------------------------------------------------------------------------------------------
@@ -75,25 +63,6 @@ def online_softmax_init(rows_shape, d_values=None, *, device=None, dtype=torch.f
     return m, l, acc
 
 
-def _safe_base(m):
-    """The exponent base to use for running max m: m itself, or 0 where m is still -inf (nothing seen)."""
-    return torch.where(m == NEG_INF, torch.zeros_like(m), m)
-
-
-def _check_update_shapes(m, l, acc, scores, values):
-    rows_shape = scores.shape[:-1]
-    if scores.dim() < 1:
-        raise ValueError(f"scores must have a block dim [..., b]; got shape {tuple(scores.shape)}")
-    if m.shape != rows_shape or l.shape != rows_shape:
-        raise ValueError(
-            f"m and l must have the scores' row shape {tuple(rows_shape)}; got m {tuple(m.shape)}, "
-            f"l {tuple(l.shape)} for scores {tuple(scores.shape)}"
-        )
-    if values is not None and (values.dim() != scores.dim() + 1 or values.shape[:-1] != scores.shape):
-        raise ValueError(
-            f"values must have shape [..., b, d] matching scores [..., b]; got values "
-            f"{tuple(values.shape)} for scores {tuple(scores.shape)}"
-        )
 
 
 def online_softmax_update(m, l, acc, scores, values=None):
@@ -107,79 +76,52 @@ def online_softmax_update(m, l, acc, scores, values=None):
         values: this block's values, shape [..., b, d], or None.
 
     Returns:
-        (m, l, acc) after the block. With ``values=None`` acc is returned unchanged (only the
-        statistics m and l are tracked, as in the first pass of ``online_softmax``).
+        (m, l, acc) after the block, with the meanings above for all scores seen so far (this block
+        included), whatever order the blocks come in. With ``values=None`` acc is returned unchanged
+        (only the statistics m and l are tracked).
 
-    The update, with m' = max(m, max_j s_j) and base = m' (or 0 while m' is -inf):
-        l'   = l   * exp(m - base) + sum_j exp(s_j - base)
-        acc' = acc * exp(m - base) + sum_j exp(s_j - base) * v_j
-    A fully masked block (all -inf) leaves the state unchanged; no -inf - (-inf) is ever computed.
+    A fully masked block (all -inf) leaves the state unchanged and produces no NaN. Raises ValueError
+    when the shapes of m, l, scores and values do not fit together.
     """
     raise NotImplementedError("online_softmax_update: not implemented yet")
 
 
 def online_softmax_finalize(m, l, acc):
-    """Turn a final state into (acc / l, lse = m + log l).
+    """Turn a final state into (output, lse): the softmax-weighted sum of the values seen, and
+    lse = log(sum_j exp(s_j)) over every score seen (the natural-log log-sum-exp, in the state's dtype).
 
     A row that saw only -inf (l = 0) gives output 0 and lse = -inf, never NaN.
     """
     raise NotImplementedError("online_softmax_finalize: not implemented yet")
 
 
-def _math_dtype(dtype):
-    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
 def online_softmax(x, block_size):
-    """Softmax over the last dim of x, computed ``block_size`` columns at a time (PyTorch only).
+    """Softmax over the last dim of x, reading the row ``block_size`` columns at a time (PyTorch only),
+    as a kernel whose row does not fit on chip must: never a max or a sum over the whole row at once.
 
-    Two passes over the row, as a kernel whose row does not fit on chip must do:
-      1. statistics pass: fold each block into (m, l) with ``online_softmax_update`` (no values);
-      2. normalise pass: each element becomes exp(x - m) / l with the final m and l, which are only
-         known once the whole row has been seen.
     A row of all -inf gives all zeros. Math in float32 (float64 stays float64); output dtype = x.dtype.
+    Raises ValueError for a block_size that is not a positive int or a non-floating x.
     """
     raise NotImplementedError("online_softmax: not implemented yet")
 
 
 # --------------------------------------------------------------------------------------------------
-# Triton: row softmax, one pass when the row fits on chip, online (two pass) when it does not
+# Triton: row softmax for rows of any length
 # --------------------------------------------------------------------------------------------------
 
 
-@triton.jit
-def _softmax_one_pass_kernel(x_ptr, y_ptr, n_rows, n_cols, x_row_stride, y_row_stride,
-                             BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr):
-    """BLOCK_ROWS whole rows per program: one read, max, exp, sum, scale, one write."""
-    raise NotImplementedError("_softmax_one_pass_kernel: not implemented yet")
-
-
-@triton.jit
-def _softmax_online_kernel(x_ptr, y_ptr, n_cols, x_row_stride, y_row_stride, BLOCK_COLS: tl.constexpr):
-    """One row per program, BLOCK_COLS columns at a time: pass 1 builds (m, l), pass 2 normalises."""
-    raise NotImplementedError("_softmax_online_kernel: not implemented yet")
-
-
-def _next_power_of_2(n):
-    return 1 << max(0, n - 1).bit_length()
-
-
-def _one_pass_launch(n_rows, n_cols, element_size):
-    """(grid, BLOCK_ROWS, BLOCK_COLS, num_warps) for the one-pass kernel: ~ONE_PASS_TILE_ELEMS per program."""
-    block_cols = _next_power_of_2(n_cols)
-    block_rows = max(1, min(32, ONE_PASS_TILE_ELEMS // block_cols))
-    tile_bytes = block_rows * block_cols * element_size
-    num_warps = max(1, min(16, tile_bytes // (32 * ONE_PASS_BYTES_PER_THREAD)))
-    grid = (triton.cdiv(n_rows, block_rows),)
-    return grid, block_rows, block_cols, num_warps
 
 
 def softmax_triton(x):
-    """Softmax over the last dim of x with Triton kernels (x: [..., n], leading dims flattened into rows).
+    """Softmax over the last dim of x computed by your Triton kernel(s) (x: [..., n], any leading dims).
 
-    Rows of at most ONE_PASS_MAX_COLS (padded to a power of two) are read once and written once;
-    longer rows use the online kernel (two reads, one write). Math in float32; the output has x's dtype
-    (float32, float16 or bfloat16). A row of all -inf gives all zeros.
+    Rows of any length: short ones (1, 37, ...) and rows far longer than fit on chip (the tests use
+    20,000 and more). Any strides. Math in float32; the output has x's dtype and shape (float32,
+    float16 or bfloat16 inputs; ValueError for other dtypes). A row of all -inf gives all zeros.
+    No torch softmax/exp/sum inside: the computation must run in Triton. On a GPU it is graded on
+    bandwidth, against a device-to-device copy of the same bytes (see the write-up).
     """
     if not TRITON_AVAILABLE:
         raise RuntimeError("softmax_triton needs Triton, which is not installed")

@@ -11,9 +11,9 @@ float32, float16, bfloat16 (q, k and v alike); the Triton kernels take head dims
 What you write (see the write-up, "FlashAttention-2"):
 1. `flash_attention_forward_pytorch`: the tiled forward with the online softmax, in plain PyTorch.
    It runs anywhere and is the model for the kernel.
-2. `FlashAttentionPyTorch`: its autograd Function; the backward recomputes P tile by tile from lse.
-3. `_attn_fwd` / `_attn_fwd_inner`: the Triton forward kernel.
-4. `_attn_bwd_preprocess`, `_attn_bwd_dkdv`, `_attn_bwd_dq`: the Triton backward (FA-2 Algorithm 2).
+2. `FlashAttentionPyTorch`: its autograd Function, with a tiled backward that never holds P whole.
+3. `flash_attention_forward`: the forward as Triton kernel(s) of your design.
+4. `FlashAttentionTriton`: the autograd Function whose backward also runs in Triton (FA-2, Algorithm 2).
 Only q, k, v, o and lse are saved for the backward: never an n_q x n_k tensor. The autograd Functions
 save them in the caller's layout, so for [batch, n, d] input exactly one saved tensor has the shape
 [batch, n_q]: the lse (CS336's tests find it that way).
@@ -47,8 +47,10 @@ except ImportError:  # PyTorch-only machines: the PyTorch path still works, the 
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 TRITON_HEAD_DIMS = (16, 32, 64, 128)
+# BEGIN SOLUTION
 LOG2E = 1.4426950408889634  # log2(e): exp(x) == exp2(x * LOG2E)
 LN2 = 0.6931471805599453    # ln(2): converts a base-2 logsumexp back to natural log
+# END SOLUTION
 
 
 def _interpreting() -> bool:
@@ -61,12 +63,14 @@ def _jit(fn):
     return fn if triton is None else triton.jit(fn)
 
 
+# BEGIN SOLUTION
 def _jit_kernel(fn):
     """`_jit` for launched kernels: sizes are not specialised (by divisibility by 16), so a new
     sequence length reuses the compiled kernel instead of compiling another variant."""
     if triton is None:
         return fn
     return triton.jit(fn, do_not_specialize=["n_heads", "seq_len_q", "seq_len_k"])
+# END SOLUTION
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,7 +251,12 @@ class FlashAttentionPyTorch(torch.autograd.Function):
 
 
 # ---------------------------------------------------------------------------------------------
-# 2. Launch configurations
+# 2. Triton: forward and backward kernels (yours to design)
+# ---------------------------------------------------------------------------------------------
+
+# BEGIN SOLUTION
+# ---------------------------------------------------------------------------------------------
+# Launch configurations
 # ---------------------------------------------------------------------------------------------
 
 def _fwd_config(head_dim, dtype):
@@ -280,7 +289,7 @@ def _dot_precision(dtype):
 
 
 # ---------------------------------------------------------------------------------------------
-# 3. Triton forward
+# Triton forward
 # ---------------------------------------------------------------------------------------------
 
 @_jit
@@ -295,7 +304,6 @@ def _attn_fwd_inner(acc, l_i, m_i, q,
     MASKED tiles (the causal diagonal and the ragged last tile) apply the masks; the others skip
     that arithmetic because every score in them is visible.
     """
-    # BEGIN SOLUTION
     offs_d = tl.arange(0, HEAD_DIM)
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
@@ -329,7 +337,6 @@ def _attn_fwd_inner(acc, l_i, m_i, q,
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)    # accumulate in fp32
         m_i = m_ij
     return acc, l_i, m_i
-    # END SOLUTION
 
 
 @_jit_kernel
@@ -348,7 +355,6 @@ def _attn_fwd(
     IS_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     """One program computes o and lse for BLOCK_M queries of one (batch, head)."""
-    # BEGIN SOLUTION
     # -- program-id mapping: causal programs launch longest-first (largest query tile first)
     pid_m = tl.program_id(0)
     if IS_CAUSAL:
@@ -394,7 +400,6 @@ def _attn_fwd(
         + offs_m[:, None] * stride_on + offs_d[None, :] * stride_od
     tl.store(o_ptrs, o.to(o_ptr.dtype.element_ty), mask=mask_m[:, None])
     tl.store(lse_ptr + pid_bh.to(tl.int64) * seq_len_q + offs_m, lse, mask=mask_m)
-    # END SOLUTION
 
 
 def _launch_fwd(q, k, v, is_causal, config=None):
@@ -417,27 +422,35 @@ def _launch_fwd(q, k, v, is_causal, config=None):
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )
     return o, lse
+# END SOLUTION
 
 
 def flash_attention_forward(q, k, v, is_causal=False):
-    """FlashAttention-2 forward with the Triton kernel `_attn_fwd`.
+    """FlashAttention-2 forward computed by your Triton kernel(s).
 
     Args:
         q: [batch, heads, n_q, d] (or [batch, n_q, d]); k, v: [batch, heads, n_k, d]; d in 16/32/64/128.
         is_causal: query i sees keys 0..i only (needs n_q == n_k).
     Returns:
         (o, lse): o like q; lse float32 [batch, heads, n_q] (or [batch, n_q]), natural log.
+
+    Precision: fp32 inputs use exact fp32 products (no TF32), so they match an fp32 reference; bf16
+    and fp16 inputs accumulate in fp32. No n_q x n_k tensor is ever stored in GPU memory, and no torch
+    attention/softmax ops run (the tests forbid them).
     """
     _check_inputs(q, k, v, is_causal, triton_path=True)
+    # BEGIN SOLUTION
     q4, k4, v4 = _as_4d(q, k, v)
     o, lse = _launch_fwd(q4, k4, v4, is_causal)
     if q.dim() == 3:
         return o.squeeze(1), lse.squeeze(1)
     return o, lse
+    # END SOLUTION
 
 
+# BEGIN SOLUTION
 # ---------------------------------------------------------------------------------------------
-# 4. Triton backward (FA-2 Algorithm 2): D = rowsum(dO * O), then dK/dV and dQ, P recomputed
+# Triton backward (FA-2 Algorithm 2): D = rowsum(dO * O), then dK/dV and dQ, P recomputed
 # ---------------------------------------------------------------------------------------------
 
 @_jit_kernel
@@ -453,7 +466,6 @@ def _attn_bwd_preprocess(
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
 ):
     """delta[b, h, i] = sum_d dO[b, h, i, d] * O[b, h, i, d], in fp32."""
-    # BEGIN SOLUTION
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
     off_b = (pid_bh // n_heads).to(tl.int64)
@@ -469,7 +481,6 @@ def _attn_bwd_preprocess(
                  mask=mask_m[:, None], other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)                 # (BLOCK_M,)
     tl.store(delta_ptr + pid_bh.to(tl.int64) * seq_len_q + offs_m, delta, mask=mask_m)
-    # END SOLUTION
 
 
 @_jit
@@ -480,7 +491,6 @@ def _attn_bwd_dkdv_inner(dk, dv, k, v,
                          HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                          MASKED: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Accumulate dK, dV of one key tile over query tiles [lo, hi); MASKED = causal diagonal."""
-    # BEGIN SOLUTION
     offs_d = tl.arange(0, HEAD_DIM)
     for start_m in range(lo, hi, BLOCK_M):
         start_m = tl.multiple_of(start_m, BLOCK_M)
@@ -503,7 +513,6 @@ def _attn_bwd_dkdv_inner(dk, dv, k, v,
         ds_t = p_t * (dp_t - delta[None, :])                                   # dS = P * (dP - D)
         dk = tl.dot(ds_t.to(q_t.dtype), tl.trans(q_t), dk, input_precision=DOT_PRECISION)
     return dk, dv
-    # END SOLUTION
 
 
 @_jit_kernel
@@ -524,7 +533,6 @@ def _attn_bwd_dkdv(
     IS_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     """One program owns BLOCK_N keys of one (batch, head) and loops over query tiles for dK, dV."""
-    # BEGIN SOLUTION
     # -- program-id mapping
     pid_n = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -572,7 +580,6 @@ def _attn_bwd_dkdv(
     tl.store(dv_ptr + off_b * stride_dvb + off_h * stride_dvh
              + offs_n[:, None] * stride_dvn + offs_d[None, :] * stride_dvd,
              dv.to(dv_ptr.dtype.element_ty), mask=mask_n[:, None])
-    # END SOLUTION
 
 
 @_jit
@@ -583,7 +590,6 @@ def _attn_bwd_dq_inner(dq, q, do, lse2, delta,
                        HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
                        MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Accumulate dQ of one query tile over key tiles [lo, hi); MASKED = diagonal or ragged tail."""
-    # BEGIN SOLUTION
     offs_d = tl.arange(0, HEAD_DIM)
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
@@ -608,7 +614,6 @@ def _attn_bwd_dq_inner(dq, q, do, lse2, delta,
         ds = p * (dp - delta[:, None])                                         # dS = P * (dP - D)
         dq = tl.dot(ds.to(k_t.dtype), tl.trans(k_t), dq, input_precision=DOT_PRECISION)
     return dq
-    # END SOLUTION
 
 
 @_jit_kernel
@@ -628,7 +633,6 @@ def _attn_bwd_dq(
     IS_CAUSAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     """One program owns BLOCK_M queries of one (batch, head) and loops over key tiles for dQ."""
-    # BEGIN SOLUTION
     # -- program-id mapping: causal programs launch longest-first
     pid_m = tl.program_id(0)
     if IS_CAUSAL:
@@ -676,7 +680,6 @@ def _attn_bwd_dq(
     tl.store(dq_ptr + off_b * stride_dqb + off_h * stride_dqh
              + offs_m[:, None] * stride_dqn + offs_d[None, :] * stride_dqd,
              dq.to(dq_ptr.dtype.element_ty), mask=mask_m[:, None])
-    # END SOLUTION
 
 
 def _launch_bwd(q, k, v, o, lse, grad_o, is_causal, config=None):
@@ -710,13 +713,15 @@ def _launch_bwd(q, k, v, o, lse, grad_o, is_causal, config=None):
         IS_CAUSAL=bool(is_causal), DOT_PRECISION=precision,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return dq, dk, dv
+# END SOLUTION
 
 
 class FlashAttentionTriton(torch.autograd.Function):
     """FlashAttention-2 with Triton kernels for the forward and the backward.
 
     `FlashAttentionTriton.apply(q, k, v, is_causal)` returns o; it saves q, k, v, o, lse only, in the
-    caller's layout (lse [batch, n_q] for 3-D input).
+    caller's layout (lse [batch, n_q] for 3-D input), never an n_q x n_k tensor; its backward computes
+    dq, dk, dv (in the dtypes of q, k, v) in Triton.
     """
 
     @staticmethod

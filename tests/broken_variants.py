@@ -72,8 +72,8 @@ VARIANTS = {
          "        b_tile = tl.load(b_ptrs)"),
     )),
     "matmul_calls_torch": Variant("matmul", "fp32 inputs are handed to torch.matmul", (
-        ("    # BEGIN SOLUTION\n    check_matmul_inputs(a, b)\n",
-         "    # BEGIN SOLUTION\n    check_matmul_inputs(a, b)\n"
+        ("    check_matmul_inputs(a, b)\n    M, K = a.shape\n",
+         "    check_matmul_inputs(a, b)\n    M, K = a.shape\n"
          "    if a.dtype == torch.float32:\n"
          "        return torch.matmul(a, b)  # BUG: cuBLAS instead of the kernel\n"),
     )),

@@ -152,11 +152,41 @@ def test_module_without_regions_is_copied_with_header():
     ("def f():\n    return 1\n    # END SOLUTION\n", 3, "without a"),
     ("def f():\n    # BEGIN SOLUTION\n    # BEGIN SOLUTION\n    return 1\n    # END SOLUTION\n", 3, "nested"),
     ("def f():\n    # BEGIN SOLUTION\n    return 1\n# END SOLUTION\n", 4, "indented differently"),
-    ("# BEGIN SOLUTION\nx = 1\n# END SOLUTION\n", 1, "not inside a function"),
     ("def f():\n    # BEGIN SOLUTIONS\n    return 1\n", 2, "malformed marker"),
-], ids=["missing_end", "end_without_begin", "nested_begin", "end_indent", "module_level", "misspelt"])
+], ids=["missing_end", "end_without_begin", "nested_begin", "end_indent", "misspelt"])
 def test_malformed_markers_raise_with_file_and_line(source, line, words):
     with pytest.raises(HandoutError, match=rf"^solutions/demo\.py:{line}: .*{words}"):
+        make_stub(source, WHERE)
+
+
+def test_module_level_region_is_dropped_whole():
+    source = textwrap.dedent('''
+        import math
+
+        # BEGIN SOLUTION
+        TUNED_BLOCK = 128
+
+
+        def _trick(x):
+            return x + TUNED_BLOCK
+        # END SOLUTION
+
+
+        def f(x):
+            """Contract of f."""
+            # BEGIN SOLUTION
+            return _trick(x)
+            # END SOLUTION
+    ''')
+    stub = make_stub(source, WHERE)
+    assert "TUNED_BLOCK" not in stub and "_trick" not in stub
+    assert "import math" in stub and '"""Contract of f."""' in stub
+    assert 'raise NotImplementedError("f: not implemented yet")' in stub
+
+
+def test_module_level_region_cutting_a_definition_is_rejected():
+    source = "# BEGIN SOLUTION\ndef f():\n    x = 1\n# END SOLUTION\n    return x\n"
+    with pytest.raises(HandoutError):
         make_stub(source, WHERE)
 
 

@@ -1,8 +1,10 @@
 """Stubs: `assignment/<module>.py` generated from `solutions/<module>.py`.
 
-Every region between a `# BEGIN SOLUTION` line and a `# END SOLUTION` line becomes one line,
-`raise NotImplementedError("<function>: not implemented yet")`, at the markers' indentation. Everything
-else (imports, helpers, signatures, docstrings) is kept as written. The scan is a plain line-level state
+Every region between a `# BEGIN SOLUTION` line and a `# END SOLUTION` line inside a function body
+becomes one line, `raise NotImplementedError("<function>: not implemented yet")`, at the markers'
+indentation. A region at module level (column 0, between definitions) is dropped whole: the
+reference's own helpers, kernels and tuned constants are its design, not the assignment's contract.
+Everything else (imports, helpers, signatures, docstrings) is kept as written. The scan is a plain line-level state
 machine; malformed markers raise `HandoutError("solutions/x.py:LINE: ...")`.
 """
 
@@ -104,15 +106,29 @@ def make_stub(source: str, where: str) -> str:
     out, cursor, placed = [], 0, []      # placed: (stub line of the raise, region)
     header_lines = HEADER.count("\n")
     for region in regions:
-        name = _region_function(tree, lines, region, where)
         out.extend(lines[cursor: region.begin - 1])
+        cursor = region.end
+        if region.indent == "" and enclosing_function(tree, lines, region.begin) is None:
+            _check_module_level(tree, region, where)
+            continue  # the reference's design: the stub leaves it to the student
+        name = _region_function(tree, lines, region, where)
         out.append(f'{region.indent}raise NotImplementedError("{name}: not implemented yet")\n')
         placed.append((header_lines + len(out), region))
-        cursor = region.end
     out.extend(lines[cursor:])
     stub = HEADER + "".join(_retarget_import(line) for line in out)
     _check_parses(stub, placed, where)
     return stub
+
+
+def _check_module_level(tree: ast.AST, region: Region, where: str) -> None:
+    """A dropped module-level region must hold whole statements (no half of a def or class)."""
+    for node in tree.body:
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        inside_start = region.begin < start < region.end
+        inside_end = region.begin < (node.end_lineno or start) < region.end
+        if inside_start != inside_end:
+            raise HandoutError(f"{where}:{region.begin}: module-level solution region cuts through the "
+                               f"statement at line {start}; wrap whole definitions")
 
 
 def _region_function(tree: ast.AST, lines: list[str], region: Region, where: str) -> str:
