@@ -281,3 +281,16 @@ def test_repo_stubs_import_cleanly(tmp_path):
     for name, text in expected_stubs(REPO_ROOT).items():
         (tmp_path / "assignment" / name).write_text(text)
     assert stubs_import_cleanly(tmp_path) == []
+
+
+# Names and numbers that are the reference's design, not the assignment's contract (issue 16).
+REFERENCE_DESIGN = ["_safe_base", "LOG2E", "HOPPER_CONFIGS", "keep_configs_for_problem", "_launch_fwd",
+                    "_launch_bwd", "_attn_bwd_dkdv", "_softmax_online_kernel", "ONE_PASS_MAX_COLS",
+                    "667 vs 691", "exp(m - base)", "cdiv(M, meta", "Steps:"]
+
+
+@pytest.mark.parametrize("name", REFERENCE_DESIGN)
+def test_repo_stubs_do_not_give_the_design_away(name):
+    stubs = expected_stubs()
+    leaks = [module for module, text in stubs.items() if name in text]
+    assert not leaks, f"{name!r} is in the stubs of {leaks}: move it inside a solution region"
