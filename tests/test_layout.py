@@ -27,7 +27,8 @@ def test_a_subpackage_without_an_audience_is_refused(tmp_path):
 
 @pytest.mark.parametrize("path, audience", [
     ("plugin.py", "students"), ("points/softmax.toml", "students"), ("references/attention.py", "students"),
-    ("scenarios/flash_attention.py", "checker"), ("benchmarks/matmul.py", "checker"),
+    ("scenarios/flash_attention.py", "checker"), ("benchmarks/matmul.py", "students"),
+    ("bench/student.py", "tools"),
     ("grade/runner.py", "staff"), ("report/templates/style.css", "staff"), ("handout/build.py", "staff"),
     ("cli/__init__.py", "staff"),
 ])

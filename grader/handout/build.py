@@ -5,6 +5,8 @@ The handout holds exactly what a student needs to work and to run the public sui
 - `tests_public/`: the public suite, as is;
 - `grader/`: only the modules the public suite imports (the import closure of the pytest plugin and of
   the tests' own `grader` imports), plus points files filtered to public checks (see `public_points_toml`);
+- `grader/bench/`: the student bench (`make bench`) and what it imports, with the perf checks' points and
+  ladders (`grader/bench/perf_points/`, `grader/bench/calibration.json`): the targets students are timed on;
 - `pyproject.toml`, `Makefile`, `README.md`: rendered from `handout/` templates;
 - `WRITEUP.md` and `WRITEUP.html`: the problems, points and ladders.
 """
@@ -30,6 +32,8 @@ from grader.points import load_points
 
 # Never shipped, even if something imports them: staff-only machinery, and the hidden suite's scenarios
 # (they show what the hidden tests exercise).
+# Student tools beyond the public suite: `make bench` runs `python -m grader.bench`.
+STUDENT_TOOLS = ("grader.bench.__main__", "grader.bench.student")
 # Always shipped: the scoring core the plugin reads (also reached by the closure; listed for clarity).
 ALWAYS = ("grader", "grader.errors", "grader.points", "grader.results", "grader.scoring")
 SKIP_NAMES = {"__pycache__", ".pytest_cache"}
@@ -67,7 +71,7 @@ def _module_path(module: str, root: Path) -> Path | None:
 def grader_closure(root: Path = REPO_ROOT) -> list[str]:
     """The grader modules reached from the plugin and from every public test file, transitively."""
     package_dir = root / "grader"
-    todo = {"grader.plugin", *ALWAYS}
+    todo = {"grader.plugin", *ALWAYS, *STUDENT_TOOLS}
     for test_file in sorted((root / "tests_public").rglob("*.py")):
         todo |= grader_imports(test_file, package_dir)
     done: set[str] = set()
@@ -178,6 +182,7 @@ def assemble(root: Path, out: Path) -> dict:
     for problem in points.problems:
         (out / "grader" / "points" / f"{problem.id}.toml").write_text(public_points_toml(problem))
     _write_calibration(root, out, {c.id for c in points.checks.values() if c.suite == "public" and c.perf})
+    _write_bench_targets(root, out, points)
 
     project = _project_metadata(root)["project"]
     env = environment(root)
@@ -217,6 +222,40 @@ def _write_calibration(root: Path, out: Path, public_perf_ids: set[str]) -> None
     kept = {gpu: {cid: ladder for cid, ladder in checks.items() if cid in public_perf_ids}
             for gpu, checks in data.items()}
     (out / "grader" / "calibration.json").write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
+
+
+def perf_points_toml(source: Path) -> str:
+    """A points file's [problem] and perf checks only (all suites, default ladders as written): what
+    `make bench` needs to print levels and points. Tests' check ids and descriptions stay out."""
+    from grader.points import tomllib
+
+    data = tomllib.loads(source.read_text())
+    meta = data["problem"]
+    lines = ["# Performance checks of this problem, for `make bench` (the write-up lists them too).",
+             "[problem]", f"id = {_toml_str(meta['id'])}", f"title = {_toml_str(meta['title'])}",
+             f"order = {meta.get('order', 99)}", ""]
+    for check_id, spec in data.get("perf", {}).items():
+        ladder = spec["ladder"]
+        lines += [f"[perf.{_toml_str(check_id)}]", f"points = {_num(spec['points'])}",
+                  f"suite = {_toml_str(spec.get('suite', 'hidden'))}",
+                  f"description = {_toml_str(spec.get('description', ''))}",
+                  f"baseline = {_toml_str(spec.get('baseline', ''))}",
+                  f"ladder = {{ pass = {ladder['pass']}, good = {ladder['good']}, excellent = {ladder['excellent']} }}",
+                  ""]
+    return "\n".join(lines)
+
+
+def _write_bench_targets(root: Path, out: Path, points) -> None:
+    """grader/bench/perf_points/*.toml (default ladders) and calibration.json (per-GPU ladders)."""
+    folder = out / "grader" / "bench" / "perf_points"
+    folder.mkdir(parents=True, exist_ok=True)
+    for source in sorted((root / "grader" / "points").glob("*.toml")):
+        (folder / source.name).write_text(perf_points_toml(source))
+    source = root / "grader" / "calibration.json"
+    perf_ids = {c.id for c in points.checks.values() if c.perf}
+    data = json.loads(source.read_text()) if source.exists() else {}
+    kept = {gpu: {cid: ladder for cid, ladder in checks.items() if cid in perf_ids} for gpu, checks in data.items()}
+    (out / "grader" / "bench" / "calibration.json").write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
 
 
 def make_tarball(out: Path) -> Path:
