@@ -7,8 +7,11 @@ the stubs proof runs both suites (stubs fail fast), the solutions proof only the
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import subprocess
+import sys
 import tarfile
 import textwrap
 from pathlib import Path
@@ -58,6 +61,25 @@ def test_handout_has_no_staff_folders_or_modules(built):
     assert not (built / "tests").exists() and not (built / "grader" / "handout").exists()
     shipped = [p.relative_to(built / "grader") for p in (built / "grader").rglob("*.py")]
     assert shipped and not [p for p in shipped if not layout.AUDIENCES[layout.audience_of(p)].shipped]
+
+
+def test_handout_ships_the_student_bench_with_every_perf_check(built, repo_points):
+    assert "bench:" in (built / "Makefile").read_text()
+    assert (built / "grader" / "bench" / "student.py").is_file()
+    shipped = load_points(built / "grader" / "bench" / "perf_points", built / "grader" / "bench" / "calibration.json")
+    perf = {c.id: c.points for c in repo_points.checks.values() if c.perf}
+    assert {c.id: c.points for c in shipped.checks.values()} == perf
+
+
+def test_make_bench_on_a_cpu_says_what_it_cannot_measure(built):
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-m", "grader.bench"], cwd=built, capture_output=True, text=True,
+                          env={**env, "CUDA_VISIBLE_DEVICES": ""}, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "No CUDA GPU here" in done.stdout and "16 x 16 tiles" in done.stdout
+    points = load_points(built / "grader" / "bench" / "perf_points", built / "grader" / "bench" / "calibration.json")
+    for check in points.checks.values():
+        assert check.id in done.stdout and f"{check.ladder.passing:.2f} / {check.ladder.good:.2f}" in done.stdout
 
 
 def test_handout_assignment_is_exactly_the_generated_stubs(built):
@@ -323,3 +345,48 @@ def test_unpacked_handout_installs_in_a_fresh_venv_and_make_test_prints_points(b
     assert re.search(r"^TOTAL\s+\d+\.\d\d / ", output, re.MULTILINE), output[-2000:]
     assert re.search(r"^Not measured here: [\d.]+ points of hidden tests and [\d.]+ points of GPU", output,
                      re.MULTILINE), output[-2000:]
+
+
+def test_where_checks_run_reads_gpu_and_triton_markers(tmp_path):
+    from grader.handout.where_checks_run import check_needs
+
+    (tmp_path / "tests_public").mkdir()
+    (tmp_path / "tests_hidden").mkdir()
+    (tmp_path / "tests_public" / "test_a.py").write_text(textwrap.dedent('''
+        import pytest
+
+        @pytest.mark.check("a.cpu")
+        def test_cpu(): pass
+
+        @pytest.mark.triton
+        @pytest.mark.check("a.kernel")
+        def test_kernel(): pass
+
+        @pytest.mark.check("a.mixed")
+        def test_mixed_cpu(): pass
+    '''))
+    (tmp_path / "tests_hidden" / "test_a_hidden.py").write_text(textwrap.dedent('''
+        import pytest
+
+        @pytest.mark.gpu_only
+        @pytest.mark.check("a.gpu")
+        def test_gpu(): pass
+
+        @pytest.mark.gpu_only
+        @pytest.mark.check("a.mixed")
+        def test_mixed_gpu(): pass
+    '''))
+    assert check_needs(tmp_path) == {"a.cpu": set(), "a.kernel": {"triton"}, "a.gpu": {"gpu", "triton"},
+                                     "a.mixed": set()}
+
+
+def test_writeup_states_what_runs_where_with_the_denominators(built, repo_points):
+    from grader.handout.where_checks_run import points_by_place
+
+    writeup = (built / "WRITEUP.md").read_text()
+    places = points_by_place(REPO_ROOT, repo_points)
+    cpu, gpu = places["cpu_interpreter"], places["gpu"]
+    assert "## What runs where" in writeup
+    assert f"| CPU with Triton (its interpreter runs your kernels) | {cpu['public']:g} | ({cpu['hidden']:g}) |" in writeup
+    assert f"out of\n  {cpu['public'] + cpu['hidden']:g}" in writeup    # the staff's CPU denominator, explained
+    assert gpu["public"] + gpu["hidden"] + gpu["perf"] == repo_points.total

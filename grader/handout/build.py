@@ -25,15 +25,16 @@ from pathlib import Path
 import jinja2
 
 from grader import layout
+from grader.benchmarks import KERNELS
 from grader.errors import HandoutError
 from grader.handout.stubs import REPO_ROOT, expected_stubs
 from grader.handout.writeup import environment, write_writeup
 from grader.points import load_points
 
-# Never shipped, even if something imports them: staff-only machinery, and the hidden suite's scenarios
-# (they show what the hidden tests exercise).
 # Student tools beyond the public suite: `make bench` runs `python -m grader.bench`.
-STUDENT_TOOLS = ("grader.bench.__main__", "grader.bench.student")
+# The bench imports each kernel's cases by name (importlib), which the import scan cannot see.
+STUDENT_TOOLS = ("grader.bench.__main__", "grader.bench.student",
+                 *(f"grader.benchmarks.{kernel}" for kernel in KERNELS))
 # Always shipped: the scoring core the plugin reads (also reached by the closure; listed for clarity).
 ALWAYS = ("grader", "grader.errors", "grader.points", "grader.results", "grader.scoring")
 SKIP_NAMES = {"__pycache__", ".pytest_cache"}

@@ -21,6 +21,7 @@ from pathlib import Path
 import jinja2
 
 from grader.handout.stubs import BEGIN
+from grader.handout.where_checks_run import points_by_place
 from grader.points import LEVEL_CREDIT, SLOW_CREDIT, Check, PointsTable, load_points
 
 TEMPLATES = "handout"
@@ -194,6 +195,8 @@ def render_markdown(root: Path, problems: list[ProblemDoc]) -> str:
         "level_credit": LEVEL_CREDIT,
         "slow_credit": SLOW_CREDIT,
         "forbidden": forbidden_ops(),
+        "by_place": points_by_place(root, load_points(root / "grader" / "points",
+                                                      root / "grader" / "calibration.json")),
     }
     return environment(root).get_template("writeup.md.j2").render(**context)
 
