@@ -5,6 +5,7 @@
 #   faults:     the GPU side of the adversarial gallery (hung kernel, out-of-bounds store, segfault,
 #               clean reference, one submission per GPU) and the worker's CUDA-fault recovery.
 #   sandboxed:  the quick GPU gallery entries graded inside bubblewrap (its root folder as $2).
+#   block16:    make bench's student bench on a 16 x 16-tile matmul (right on CPU, slow on GPU) and the reference.
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH=. PYTHONUNBUFFERED=1
@@ -32,5 +33,13 @@ case "${1:-}" in
       > "$OUT/gallery-gpu-sandboxed.log" 2>&1
     grep -ho '"sandbox": "[a-z]*"' /tmp/gallery-gpu/*/out/*/result.json | sort | uniq -c >> "$OUT/bwrap.log"
     tail -n 15 "$OUT/bwrap.log" "$OUT/gallery-gpu-sandboxed.log" ;;
-  *) echo "usage: $0 throughput|faults|sandboxed BWRAP_ROOT" >&2; exit 2 ;;
+  block16)
+    # issue 16: a matmul with 16 x 16 tiles passes every CPU test; make bench on the GPU must show it
+    # below the ladder next to the reference (the student bench, as the handout runs it).
+    python -c "import sys; sys.path.insert(0, 'tests'); from broken_variants import build_variant; \
+print(build_variant('matmul_block16', '/tmp/variants'))" > "$OUT/block16.log" 2>&1
+    python -m grader.bench --impl /tmp/variants/matmul_block16 --kernel matmul >> "$OUT/block16.log" 2>&1
+    python -m grader.bench --impl solutions --kernel matmul > "$OUT/block16-reference.log" 2>&1
+    tail -n 20 "$OUT/block16.log" "$OUT/block16-reference.log" ;;
+  *) echo "usage: $0 throughput|faults|sandboxed BWRAP_ROOT|block16" >&2; exit 2 ;;
 esac

@@ -64,6 +64,11 @@ VARIANTS = {
          "                    found_inf = True",
          "                param.grad.mul_(inv_scale)  # BUG: no check for inf/NaN gradients"),
     )),
+    "matmul_block16": Variant("matmul", "correct but slow: 16 x 16 x 16 tiles, no autotuning (caught only by "
+                              "timing on a GPU: make bench, the perf check)", (
+        ("    configs=INTERPRETER_CONFIGS if INTERPRETING else HOPPER_CONFIGS,",
+         "    configs=[_config(16, 16, 16, num_stages=1, num_warps=1, group_m=1)],  # BUG: tiny tiles"),
+    )),
     "matmul_no_mask": Variant("matmul", "loads are unmasked: edge tiles read past the matrix", (
         ("        k_in_bounds = offs_k < K - k_start  # false only in the last, partial K-slice\n"
          "        a_tile = tl.load(a_ptrs, mask=rows_in_bounds[:, None] & k_in_bounds[None, :], other=0.0)\n"

@@ -60,3 +60,11 @@ def test_public_suite_names_the_concept_mistake(results, name):
     for message in messages:
         for phrase in phrases:
             assert phrase in message, f"{name}: {phrase!r} missing from the student's message:\n{message}"
+
+
+def test_block16_matmul_passes_the_cpu_suite_so_only_the_gpu_bench_can_show_it(tmp_path):
+    # The write-up's claim: speed is invisible on a CPU. If this starts failing, a CPU test caught it
+    # after all and the write-up should say so.
+    found = suite_failures("tests_public/test_matmul.py", build_variant("matmul_block16", tmp_path),
+                           tmp_path / "junit.xml", "matches or edge or transposed")
+    assert found and all(outcome == "passed" for outcome, _ in found.values()), found
