@@ -49,6 +49,9 @@ def describe_plan(points, kernels=()) -> str:
     for case in cases:
         graded = f"graded: {case.check}" if case.check else "shown only, not graded"
         lines.append(f"  {case.kernel:<16} {case.case:<{width}}  vs {next(iter(case.baselines))}  ({graded})")
+    timed = {case.check for case in cases}
+    for check in sorted(c.id for c in points.checks.values() if c.perf and c.id not in timed):
+        lines.append(f"  {check}: timed only at grading (its baseline would give the answer away)")
     lines.append("Ladders (pass / good / excellent earn 50% / 80% / 100% of a check's points):")
     for check in sorted((c for c in points.checks.values() if c.perf), key=lambda c: c.id):
         ladder = check.ladder

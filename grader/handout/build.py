@@ -32,9 +32,11 @@ from grader.handout.writeup import environment, write_writeup
 from grader.points import load_points
 
 # Student tools beyond the public suite: `make bench` runs `python -m grader.bench`.
-# The bench imports each kernel's cases by name (importlib), which the import scan cannot see.
+# The bench imports each kernel's cases by name (importlib), which the import scan cannot see. The
+# training step's baseline is the bf16 mixed-precision step itself, an answer: it stays with staff.
+BENCH_KERNELS_KEPT = ("training",)
 STUDENT_TOOLS = ("grader.bench.__main__", "grader.bench.student",
-                 *(f"grader.benchmarks.{kernel}" for kernel in KERNELS))
+                 *(f"grader.benchmarks.{kernel}" for kernel in KERNELS if kernel not in BENCH_KERNELS_KEPT))
 # Always shipped: the scoring core the plugin reads (also reached by the closure; listed for clarity).
 ALWAYS = ("grader", "grader.errors", "grader.points", "grader.results", "grader.scoring")
 SKIP_NAMES = {"__pycache__", ".pytest_cache"}
