@@ -2,6 +2,8 @@
 
 - mp_bf16_master_weights: the step casts the model to bf16/fp16 ("just train in low precision"), so the
   optimizer updates low-precision weights: tiny updates round away and training drifts from fp32.
+- mp_never_unscaled: step() never divides the gradients by the scale (a variant of the public check's
+  mistake: the hidden suite sees it in a 1e-8 gradient that must come back as 1e-8).
 - mp_no_inf_check: unscale_ never reports inf/NaN, so an overflowing step is taken and the scale
   never backs off.
 Each must fail the tests that guard its bug and pass the tests of what it gets right.
@@ -26,6 +28,11 @@ EXPECTED = {
             "test_scale_of_one_loses_the_tiny_fp16_gradient",
             "test_small_addends_after_a_large_one_are_lost[bf16]",
         ],
+    },
+    "mp_never_unscaled": {
+        "failed": ["test_tiny_fp16_gradient_survives_with_scaling"],
+        # AdamW divides by the gradient's own running size, so the scale cancels: only SGD-like checks see it
+        "passed": ["test_fp16_with_scaler_and_adamw_tracks_fp32", "test_gradients_are_zeroed_between_steps"],
     },
     "mp_no_inf_check": {
         "failed": [

@@ -50,3 +50,16 @@ def test_hidden_suite_fails_the_no_rescale_module(outcomes, name):
 @pytest.mark.parametrize("name", CONTROL_TESTS)
 def test_hidden_suite_passes_what_the_no_rescale_module_gets_right(outcomes, name):
     assert outcomes.get(name) == "passed", f"{name}: {outcomes.get(name, 'not collected')}"
+
+
+@pytest.fixture(scope="module")
+def no_max_outcomes(tmp_path_factory):
+    broken = build_variant("softmax_no_max", tmp_path_factory.mktemp("variants"))
+    return hidden_suite_outcomes(HIDDEN_SUITE, broken, tmp_path_factory.mktemp("no_max") / "junit.xml")
+
+
+@pytest.mark.parametrize("name, want", [("test_triton_huge_scores_and_masked_prefix[one-pass]", "failed"),
+                                        ("test_triton_huge_scores_and_masked_prefix[long]", "failed"),
+                                        ("test_triton_unseen_row_lengths[fp32-3x129]", "passed")])
+def test_hidden_suite_catches_softmax_without_the_max_at_huge_scores(no_max_outcomes, name, want):
+    assert no_max_outcomes.get(name) == want, f"{name}: {no_max_outcomes.get(name, 'not collected')}"
