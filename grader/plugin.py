@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from grader import devices, disposable, results
-from grader.hints import device_hint
 from grader.errors import not_implemented_cause
-from grader.student_traceback import student_frames
+from grader.hints import device_hint
 from grader.points import load_points
 from grader.scoring import score_checks
+from grader.student_traceback import student_frames
 
 GRADING_RUN = pytest.StashKey["GradingRun"]()   # this run's state (class GradingRun, below)
 SUITE_DIRS = {"tests_public": "public", "tests_hidden": "hidden"}

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from grader import layout
 from grader.errors import HandoutError
 from grader.handout import verify
-from grader import layout
 from grader.handout.build import build_handout, grader_closure, public_points_toml
 from grader.handout.stubs import REPO_ROOT, expected_stubs
 from grader.handout.writeup import collect_problems, markdown_to_html, module_functions
@@ -387,6 +387,7 @@ def test_writeup_states_what_runs_where_with_the_denominators(built, repo_points
     places = points_by_place(REPO_ROOT, repo_points)
     cpu, gpu = places["cpu_interpreter"], places["gpu"]
     assert "## What runs where" in writeup
-    assert f"| CPU with Triton (its interpreter runs your kernels) | {cpu['public']:g} | ({cpu['hidden']:g}) |" in writeup
+    row = f"| CPU with Triton (its interpreter runs your kernels) | {cpu['public']:g} | ({cpu['hidden']:g}) |"
+    assert row in writeup
     assert f"out of\n  {cpu['public'] + cpu['hidden']:g}" in writeup    # the staff's CPU denominator, explained
     assert gpu["public"] + gpu["hidden"] + gpu["perf"] == repo_points.total

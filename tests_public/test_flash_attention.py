@@ -20,10 +20,18 @@ import torch
 import torch.nn.functional as F
 
 from grader.diagnose_tensors import equals
-from grader.references.attention import (assert_backward_matches, assert_forward_matches,
-                                        attention_forward_backward, random_qkv)
-from grader.references.softmax import (LSE_WITHOUT_MAX_CAUSE, NO_RESCALE_CAUSE, WORKED_EXAMPLE_WRONG_LSE,
-                                       WORKED_EXAMPLE_WRONG_OUTPUTS)
+from grader.references.attention import (
+    assert_backward_matches,
+    assert_forward_matches,
+    attention_forward_backward,
+    random_qkv,
+)
+from grader.references.softmax import (
+    LSE_WITHOUT_MAX_CAUSE,
+    NO_RESCALE_CAUSE,
+    WORKED_EXAMPLE_WRONG_LSE,
+    WORKED_EXAMPLE_WRONG_OUTPUTS,
+)
 from grader.testing import assert_close, randn
 
 NO_RESCALE = equals(WORKED_EXAMPLE_WRONG_OUTPUTS, NO_RESCALE_CAUSE, first_only=True)

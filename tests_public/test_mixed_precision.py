@@ -12,8 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from grader.diagnose_tensors import scaled_by
-from grader.testing import assert_close, assert_close_lowp, randn, raises_from_student
-
+from grader.testing import assert_close, assert_close_lowp, raises_from_student, randn
 
 # ------------------------------------------------------------------ shared builders (both sides)
 
@@ -230,7 +229,8 @@ def test_scaled_fp16_sgd_step_uses_the_unscaled_gradient(impl, device):
                  context=f"fp16, DynamicLossScaler(init_scale={scale:g}), loss = mean(w * 1)",
                  signatures=(scaled_by(scale, never_unscaled),))
     assert_close(torch.tensor(1.0 - weight), torch.tensor(1e-3), atol=1e-6, what="SGD update of w (lr 1e-3)",
-                 context=f"fp16, DynamicLossScaler(init_scale={scale:g}), w = 1.0", signatures=(scaled_by(scale, never_unscaled),))
+                 context=f"fp16, DynamicLossScaler(init_scale={scale:g}), w = 1.0",
+                 signatures=(scaled_by(scale, never_unscaled),))
 
 
 @pytest.mark.check("mixed_precision.scaler.dynamic")

@@ -12,8 +12,12 @@ import pytest
 import torch
 
 from grader.diagnose_tensors import equals, non_finite
-from grader.references.softmax import (NO_RESCALE_CAUSE, OVERFLOW_CAUSE, WORKED_EXAMPLE_WRONG_OUTPUTS,
-                                       assert_softmax_close)
+from grader.references.softmax import (
+    NO_RESCALE_CAUSE,
+    OVERFLOW_CAUSE,
+    WORKED_EXAMPLE_WRONG_OUTPUTS,
+    assert_softmax_close,
+)
 from grader.testing import SOFTMAX_OPS, assert_close, randn
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
@@ -84,7 +88,8 @@ def test_update_with_scores_near_1000_does_not_overflow(impl):
     big = torch.tensor(1000.0)
     state = impl.softmax.online_softmax_update(*empty_state(dtype=torch.float32), big + torch.tensor([0.0, LN2]),
                                                column([1.0, 2.0], dtype=torch.float32))
-    m, l, acc = impl.softmax.online_softmax_update(*state, big + torch.tensor([LN3]), column([4.0], dtype=torch.float32))
+    m, l, acc = impl.softmax.online_softmax_update(*state, big + torch.tensor([LN3]),
+                                                   column([4.0], dtype=torch.float32))
     signatures = (non_finite(OVERFLOW_CAUSE),)
     assert_close(l, torch.tensor(2.0), atol=1e-4, what="l after scores 1000 + [0, ln2] then 1000 + [ln3] (fp32)",
                  signatures=signatures)
