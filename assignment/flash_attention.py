@@ -50,11 +50,8 @@ except ImportError:  # PyTorch-only machines: the PyTorch path still works, the 
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 TRITON_HEAD_DIMS = (16, 32, 64, 128)
-
-
-def _interpreting() -> bool:
-    """True when Triton kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+INTERPRETING = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+"""True when Triton runs kernels on CPU tensors in its interpreter (set before Triton is imported)."""
 
 
 def _jit(fn):

@@ -39,8 +39,8 @@ import triton.language as tl
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 """Input dtypes `matmul` accepts. The output has the input dtype; accumulation is always fp32."""
 
-INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
-"""True when Triton runs kernels on the CPU in its interpreter (no GPU): small tiles, no autotuning, keep it fast."""
+INTERPRETING = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+"""True when Triton runs kernels on CPU tensors in its interpreter (set before Triton is imported)."""
 
 SHARED_MEMORY_BYTES = 227 * 1024
 """The most shared memory one Hopper program may use (228 KiB per SM, 1 KiB reserved)."""

@@ -47,15 +47,15 @@ except ImportError:  # PyTorch-only machines: the PyTorch path still works, the 
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 TRITON_HEAD_DIMS = (16, 32, 64, 128)
+INTERPRETING = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+"""True when Triton runs kernels on CPU tensors in its interpreter (set before Triton is imported)."""
 # BEGIN SOLUTION
 LOG2E = 1.4426950408889634  # log2(e): exp(x) == exp2(x * LOG2E)
 LN2 = 0.6931471805599453    # ln(2): converts a base-2 logsumexp back to natural log
+# Kernels read module globals only as constexpr: the same two constants, for use inside @jit code.
+KERNEL_LOG2E = LOG2E if tl is None else tl.constexpr(LOG2E)
+KERNEL_LN2 = LN2 if tl is None else tl.constexpr(LN2)
 # END SOLUTION
-
-
-def _interpreting() -> bool:
-    """True when Triton kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def _jit(fn):
@@ -109,7 +109,7 @@ def _check_inputs(q, k, v, is_causal, *, triton_path):
             raise RuntimeError("Triton is not installed: use flash_attention_forward_pytorch instead")
         if q.shape[-1] not in TRITON_HEAD_DIMS:
             raise ValueError(f"the Triton kernels support head dims {TRITON_HEAD_DIMS}; got d={q.shape[-1]}")
-        if q.device.type != "cuda" and not _interpreting():
+        if q.device.type != "cuda" and not INTERPRETING:
             raise ValueError(f"the Triton kernels need CUDA tensors (or TRITON_INTERPRET=1); got {q.device}")
     # END SOLUTION
 
@@ -261,7 +261,7 @@ class FlashAttentionPyTorch(torch.autograd.Function):
 
 def _fwd_config(head_dim, dtype):
     """Tile sizes for the forward. BLOCK_M must be a multiple of BLOCK_N (causal tile split)."""
-    if _interpreting():  # small tiles keep CPU runs fast; BLOCK_M > BLOCK_N exercises the diagonal split
+    if INTERPRETING:  # small tiles keep CPU runs fast; BLOCK_M > BLOCK_N exercises the diagonal split
         return dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)
     if dtype == torch.float32:  # 4-byte tiles: half the tile area fits the same shared memory
         return dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2)
@@ -273,7 +273,7 @@ def _fwd_config(head_dim, dtype):
 
 def _bwd_config(head_dim, dtype):
     """Tile sizes for the backward: (M1, N1) for dK/dV, (M2, N2) for dQ; N1 % M1 == M2 % N2 == 0."""
-    if _interpreting():
+    if INTERPRETING:
         return dict(BLOCK_M1=16, BLOCK_N1=32, BLOCK_M2=32, BLOCK_N2=16, num_warps=4, num_stages=1)
     if dtype == torch.float32:
         return dict(BLOCK_M1=32, BLOCK_N1=64, BLOCK_M2=64, BLOCK_N2=32, num_warps=4, num_stages=2)
@@ -395,7 +395,7 @@ def _attn_fwd(
 
     # -- epilogue: normalise once, store o and the natural-log lse
     o = acc / l_i[:, None]
-    lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # ln 2: base-2 logsumexp -> natural log
+    lse = (m_i + tl.math.log2(l_i)) * KERNEL_LN2  # base-2 logsumexp -> natural log
     o_ptrs = o_ptr + off_b * stride_ob + off_h * stride_oh \
         + offs_m[:, None] * stride_on + offs_d[None, :] * stride_od
     tl.store(o_ptrs, o.to(o_ptr.dtype.element_ty), mask=mask_m[:, None])
@@ -501,7 +501,7 @@ def _attn_bwd_dkdv_inner(dk, dv, k, v,
                       mask=mask_m[None, :], other=0.0)                         # (HEAD_DIM, BLOCK_M)
         do = tl.load(do_base + offs_m[:, None] * stride_don + offs_d[None, :] * stride_dod,
                      mask=mask_m[:, None], other=0.0)                          # (BLOCK_M, HEAD_DIM)
-        lse2 = tl.load(lse_base + offs_m, mask=mask_m, other=float("inf")) * 1.4426950408889634
+        lse2 = tl.load(lse_base + offs_m, mask=mask_m, other=float("inf")) * KERNEL_LOG2E
         delta = tl.load(delta_base + offs_m, mask=mask_m, other=0.0)           # (BLOCK_M,)
         # P^T recomputed from the saved lse (log2 units): never stored
         qk_t = tl.dot(k, q_t, input_precision=DOT_PRECISION)                  # (BLOCK_N, BLOCK_M)
@@ -653,7 +653,7 @@ def _attn_bwd_dq(
                  + offs_m[:, None] * stride_don + offs_d[None, :] * stride_dod,
                  mask=mask_m[:, None], other=0.0)
     row = pid_bh.to(tl.int64) * seq_len_q + offs_m
-    lse2 = tl.load(lse_ptr + row, mask=mask_m, other=float("inf")) * 1.4426950408889634  # log2 units
+    lse2 = tl.load(lse_ptr + row, mask=mask_m, other=float("inf")) * KERNEL_LOG2E  # log2 units
     delta = tl.load(delta_ptr + row, mask=mask_m, other=0.0)
     k_base = k_ptr + off_b * stride_kb + off_h * stride_kh
     v_base = v_ptr + off_b * stride_vb + off_h * stride_vh
@@ -694,7 +694,7 @@ def _launch_bwd(q, k, v, o, lse, grad_o, is_causal, config=None):
     precision = _dot_precision(q.dtype)
     delta = torch.empty_like(lse)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    pre_block = 16 if _interpreting() else 128
+    pre_block = 16 if INTERPRETING else 128
     _attn_bwd_preprocess[(triton.cdiv(n_q, pre_block), batch * heads)](
         o, grad_o, delta, heads, n_q, *o.stride(), *grad_o.stride(),
         HEAD_DIM=d, BLOCK_M=pre_block)
