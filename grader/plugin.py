@@ -121,7 +121,8 @@ def pytest_collection_modifyitems(session, config, items):
             item.add_marker(pytest.mark.skip(reason=reason))
     path = config.getoption("--results-json")
     if path:
-        run.open_stream(path, [(item.nodeid, _check_id(item)) for item in items if _check_id(item)])
+        run.open_stream(path, [(item.nodeid, _check_id(item)) for item in items if _check_id(item)],
+                        [item.nodeid for item in items if _check_id(item) and _not_run_reason(item, policy)])
 
 
 def pytest_collection_finish(session):
@@ -339,11 +340,11 @@ class GradingRun:
         self.records: list[results.TestRecord] = []
         self.stream = None
 
-    def open_stream(self, path: str, graded: list[tuple[str, str]]) -> None:
+    def open_stream(self, path: str, graded: list[tuple[str, str]], not_run_here: list[str] = ()) -> None:
         self.stream = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed at session end
         checks = sorted({check for _, check in graded})
         self.stream.write(results.header_line(self.impl_name, self.policy.device, _environment(self.policy),
-                                              checks, graded) + "\n")
+                                              checks, graded, not_run_here) + "\n")
         self.stream.flush()
 
     def record(self, record: results.TestRecord) -> None:

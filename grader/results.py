@@ -45,15 +45,19 @@ class RunResults:
     environment: dict = field(default_factory=dict)
     collected_checks: list[str] = field(default_factory=list)
     collected_tests: list[tuple[str, str]] | None = None   # (nodeid, check id) of every test; None: unknown
+    not_run_here: list[str] = field(default_factory=list)  # nodeids that cannot run on this machine
 
 
 def header_line(impl: str, device: str, environment: dict, collected_checks: list[str],
-                collected_tests: list[tuple[str, str]] = ()) -> str:
-    """First line of a results stream: who was tested where, and every test that should report."""
+                collected_tests: list[tuple[str, str]] = (), not_run_here: list[str] = ()) -> str:
+    """First line of a results stream: who was tested where, every test that should report, and
+    those of them that cannot run on this machine (GPU-only on a CPU): they never count in the max,
+    even when the run stops before reaching them."""
     header = {"type": "header", "version": FORMAT_VERSION, "impl": impl, "device": device,
               "environment": environment, "collected_checks": collected_checks}
     if collected_tests:  # absent, not empty, when unknown: readers then fall back to per-check zeros
         header["collected_tests"] = [list(pair) for pair in collected_tests]
+        header["not_run_here"] = list(not_run_here)
     return json.dumps(header)
 
 
@@ -124,7 +128,12 @@ def _header(entry: dict) -> RunResults | None:
         return None
     return RunResults(impl=str(entry.get("impl", "")), device=str(entry.get("device", "")),
                       environment=environment, collected_checks=[str(c) for c in checks],
-                      collected_tests=_collected_tests(entry.get("collected_tests")))
+                      collected_tests=_collected_tests(entry.get("collected_tests")),
+                      not_run_here=_strings(entry.get("not_run_here")))
+
+
+def _strings(entries) -> list[str]:
+    return [entry for entry in entries if isinstance(entry, str)] if isinstance(entries, list) else []
 
 
 def _collected_tests(entries) -> list[tuple[str, str]] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from grader import results
 from grader.grade import sandbox
-from grader.errors import GraderError
+from grader.report.model import HARNESS_ERROR
 
 LOG_HEAD = LOG_TAIL = 100_000     # bytes of the child's output kept: head and tail, 200 KB in all
 # The checking process makes itself non-dumpable before pytest starts: its /proc entries (the results
@@ -30,19 +31,6 @@ CHECKER_LAUNCHER = ("import ctypes, sys\n"
                     "import os, pytest\ncode = pytest.main(sys.argv[1:])\n"
                     "sys.stdout.flush(); sys.stderr.flush()\n"
                     "os._exit(int(code))  # skip tearing down torch: the results are written and closed\n")
-
-
-def check_bwrap_works(bwrap: str) -> None:
-    """Refuse to grade when bubblewrap is installed but cannot build a sandbox here (no user
-    namespaces, a locked-down container): grading unsandboxed must be asked for with --no-sandbox."""
-    try:
-        probe = subprocess.run(sandbox.probe_argv(bwrap), capture_output=True, text=True, timeout=60)
-        problem = (probe.stderr.strip() or f"exit code {probe.returncode}") if probe.returncode != 0 else ""
-    except (OSError, subprocess.TimeoutExpired) as error:
-        problem = str(error)
-    if problem:
-        raise GraderError(f"bubblewrap ({bwrap}) cannot create a sandbox on this machine: {problem[-300:]}. "
-                          "Fix that, or grade without a sandbox with --no-sandbox.")
 
 
 def warm_checker_tree(root: Path, suite_dirs, timeout: float = 300.0) -> None:
@@ -80,9 +68,22 @@ def gpu_name_of(stream: str) -> str | None:
     return str(name) or None
 
 
-def classify_exit(code: int | None, timed_out: bool, timeout: float, stream: str) -> tuple[str, str]:
-    """The run's status from how it ended; only a run that wrote its end line counts as graded."""
-    finished = results.read_stream(stream).finished
+def classify_exit(code: int | None, timed_out: bool, timeout: float, stream: str,
+                  log: str = "") -> tuple[str, str]:
+    """The run's status from how it ended; only a run that wrote its end line counts as graded.
+    The checker writes its results header when collection ends, before any student code runs: a
+    run without it, a pytest internal or usage error (3, 4) or a collection error is the harness's
+    fault (harness_error), and its reason is the decisive line of the log, not the exit code."""
+    read = results.read_stream(stream)
+    finished, started = read.finished, read.results is not None
+    collection_failed = code == 2 and ("error during collection" in log or "ERROR collecting" in log)
+    if code in (3, 4) or collection_failed or (not started and not finished):
+        meaning = {2: "a staff suite failed to collect", 3: "pytest internal error",
+                   4: "pytest usage error"}.get(code, "the checking run never reached the tests")
+        how = f"stopped after the {timeout:g} s wall-clock budget" if timed_out else \
+            f"killed by signal {signal.Signals(-code).name}" if code is not None and code < 0 else \
+            f"exit code {code}"
+        return HARNESS_ERROR, f"harness error ({meaning}, {how}): {decisive_line(log) or 'no output'}"
     if timed_out:
         return "timeout", f"stopped after the {timeout:g} s wall-clock budget; checks that had not " \
                           "reported score zero"
@@ -90,9 +91,25 @@ def classify_exit(code: int | None, timed_out: bool, timeout: float, stream: str
         return "graded", ""
     if code is not None and code < 0:
         return "crashed", f"the checking run was killed by signal {signal.Signals(-code).name}"
-    meaning = {2: "interrupted", 3: "pytest internal error", 4: "pytest usage error (harness problem)",
-               5: "no tests were collected"}.get(code, "ended early")
+    meaning = {2: "interrupted", 5: "no tests were collected"}.get(code, "ended early")
     return "crashed", f"the checking run exited with code {code} ({meaning}) before finishing"
+
+
+# The lines that say why a run could not start, most telling first: bubblewrap's own error, pytest's
+# internal error, an exception line (ImportError: ...), a collection error.
+DECISIVE = (re.compile(r"^bwrap: .+"), re.compile(r"^INTERNALERROR> .*\w+(Error|Exception)\b.*"),
+            re.compile(r"^(E\s+)?[\w.]*(Error|Exception|Exit): .+"), re.compile(r"^ERROR .+"))
+
+
+def decisive_line(log: str, limit: int = 300) -> str:
+    """The one line of a failed run's log that names the cause: the last match of the first pattern
+    of DECISIVE that matches at all; else the last non-empty line."""
+    lines = [line.rstrip() for line in log.splitlines() if line.strip()]
+    for pattern in DECISIVE:
+        found = [line for line in lines if pattern.match(line)]
+        if found:
+            return found[-1][:limit]
+    return lines[-1][:limit] if lines else ""
 
 
 def kill_group(process: subprocess.Popen) -> None:

@@ -5,7 +5,10 @@ For each submission: stage its allow-listed files (grader.grade.submission), lau
 checker holds, kill the whole group on the wall-clock budget, score what reported (grader.scoring) and
 write that student's outputs at once. The class files (grades.csv, index.html) are rebuilt from every
 result.json on disk at the end, and on Ctrl-C. A submission never stops the batch: whatever goes wrong
-becomes a status (graded, timeout, crashed, not_gradable) with a reason and the log's tail.
+becomes a status (graded, timeout, crashed, not_gradable) with a reason and the log's tail. Before
+the batch a preflight (grader.grade.preflight) runs the same launch once: a harness that cannot work
+here grades nobody. A run that fails for the harness's own reasons is a harness_error: not a grade,
+regraded next time, listed at the end, and the batch exits 1.
 
 Nothing here imports torch or Triton (tests/test_runner.py proves it).
 """
@@ -30,15 +33,16 @@ import click
 
 import grader
 from grader import disposable, gpu_lock, layout, worker
-from grader.grade import sandbox, submission
-from grader.grade.checking_run import (CHECKER_LAUNCHER, BoundedLog, check_bwrap_works, classify_exit, drain,
+from grader.grade import preflight, sandbox, submission
+from grader.grade.checking_run import (CHECKER_LAUNCHER, BoundedLog, classify_exit, drain,
                                  drain_fd, gpu_name_of, importable, kill_group, warm_checker_tree)
 from grader.errors import BadSubmission, GraderError
 from grader.points import POINTS_DIR, load_points
 from grader.report import gradebook, html
 from grader.report.atomic import write_atomic
-from grader.report.class_files import RESULT_FILE, write_class_files
-from grader.report.model import build_result, maximum, not_gradable_result, points_text
+from grader.report.class_files import RESULT_FILE, load_results, write_class_files
+from grader.report.model import (HARNESS_ERROR, build_result, maximum, not_gradable_result, points_text,
+                                 unscored_result)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SUITE_DIRS = {"public": ("tests_public",), "hidden": ("tests_hidden",), "all": ("tests_public", "tests_hidden")}
@@ -73,7 +77,7 @@ class Settings:
 class Outcome:
     """What one child run produced, before scoring."""
 
-    status: str                  # graded | timeout | crashed
+    status: str                  # graded | timeout | crashed | harness_error
     reason: str
     exit_code: int | None
     duration: float
@@ -252,8 +256,9 @@ class Batch:
         self.durations: list[float] = []             # of the checking runs that finished
         self.lock = threading.Lock()
         self.bwrap = sandbox.find_bwrap() if settings.sandbox else None
-        if self.bwrap:
-            check_bwrap_works(self.bwrap)
+        self.python_paths = sandbox.python_paths(exclude=[settings.submissions.resolve(), settings.out.resolve()])
+        self.not_run_here: frozenset[str] = frozenset()   # from the preflight: never in anyone's max
+        self.batch_maximum: float | None = None
         self.stopping = threading.Event()        # set on Ctrl-C: runs killed now are not graded
 
     def run(self) -> int:
@@ -271,6 +276,8 @@ class Batch:
             self.say("bubblewrap (bwrap) not found: grading WITHOUT a sandbox "
                      "(apt-get install bubblewrap, or pass --no-sandbox to silence this)")
         try:
+            if sources:
+                self.preflight()
             self.grade(sources)
         except KeyboardInterrupt:
             self.say("interrupted: stopping running submissions; finished grades are kept")
@@ -280,7 +287,32 @@ class Batch:
         finally:
             _remove_tree(self.scratch_root)
         self.write_class_files()
-        return 0
+        return self.report_harness_errors()
+
+    def preflight(self):
+        """One collection-only run through the exact launch grading uses; raises GraderError (nobody
+        graded) when it fails. Its header fixes the batch's max: what cannot run here is out of it."""
+        slot = self.settings.slots[0]
+        outcome = self.execute("preflight", self.scratch_root / "preflight", slot, collect_only=True)
+        found = preflight.verdict(outcome, gpu_expected=slot is not None, sandboxed=bool(self.bwrap),
+                                  interpreter=sys.executable)
+        self.not_run_here = found.not_run_here
+        with self.lock:
+            self.durations.clear()              # a collection-only run says nothing about the ETA
+        self.batch_maximum = build_result("preflight", self.points, outcome.stream, "graded", "", "", {},
+                                          suites=self.suites(), perf=self.settings.perf,
+                                          not_run_here=self.not_run_here)["score"]["possible"]
+
+    def report_harness_errors(self) -> int:
+        """List every submission left without a grade by the harness, loudly; 1 when there is one."""
+        broken = [r for r in load_results(self.settings.out) if r.get("status") == HARNESS_ERROR]
+        if not broken:
+            return 0
+        click.echo(f"\nHARNESS ERRORS: {len(broken)} submission(s) NOT graded (not their fault; "
+                   "fix the cause and run the same command again, they are regraded):", err=True)
+        for result in broken:
+            click.echo(f"  {result['id']}: {result.get('reason', '')}", err=True)
+        return 1
 
     def grade(self, sources):
         slots: queue.Queue = queue.Queue()
@@ -319,7 +351,8 @@ class Batch:
             return self.finish(source, result, scratch, begin, log="")
         key = self.grade_key(staged)
         previous = self.previous(source.id)
-        if previous and previous.get("grade_key") == key and not self.settings.force:
+        if previous and previous.get("grade_key") == key and not self.settings.force \
+                and previous.get("status") != HARNESS_ERROR:      # a harness error is never kept
             shutil.rmtree(scratch, ignore_errors=True)
             return f"unchanged, kept {previous['status']}"
         context = self.context(source.id, staged) | {"grade_key": key}
@@ -340,8 +373,12 @@ class Batch:
             shutil.rmtree(scratch, ignore_errors=True)
             return "interrupted"
         context |= {"gpu": slot, "exit_code": outcome.exit_code}
-        result = build_result(source.id, self.points_for(outcome.stream), outcome.stream, outcome.status, outcome.reason,
-                              outcome.log, context, suites=self.suites(), perf=self.settings.perf)
+        if outcome.status == HARNESS_ERROR:
+            result = unscored_result(source.id, HARNESS_ERROR, outcome.reason, context, self.maximum(), outcome.log)
+        else:
+            result = build_result(source.id, self.points_for(outcome.stream), outcome.stream, outcome.status,
+                                  outcome.reason, outcome.log, context, suites=self.suites(),
+                                  perf=self.settings.perf, not_run_here=self.not_run_here)
         result["timing"]["child_s"] = round(outcome.duration, 3)
         return self.finish(source, result, scratch, begin, log=outcome.log)
 
@@ -364,11 +401,11 @@ class Batch:
 
     # --- one child run ---------------------------------------------------------------------------
 
-    def execute(self, student: str, scratch: Path, slot: str | None) -> Outcome:
-        for folder in sandbox.scratch_folders(scratch):
+    def execute(self, student: str, scratch: Path, slot: str | None, collect_only: bool = False) -> Outcome:
+        for folder in [*sandbox.scratch_folders(scratch), scratch / "impl"]:
             folder.mkdir(parents=True, exist_ok=True)
         read_end, write_end = os.pipe()
-        command = self.checker_command(scratch / "impl", write_end)
+        command = self.checker_command(scratch / "impl", write_end) + (["--collect-only"] if collect_only else [])
         # Its own open file descriptions of the GPU's lock files: see grader.gpu_lock.
         lock_fds = gpu_lock.open_for_child(self.scratch_root / "gpu-locks", slot) if slot is not None else ()
         lock_env = {gpu_lock.FDS_ENV: gpu_lock.env_value(lock_fds)} if lock_fds else {}
@@ -377,8 +414,7 @@ class Batch:
             gpus=[slot] if slot is not None else ([] if not self.settings.gpu_mode else None),
             sandbox=self.settings.sandbox, bwrap=self.bwrap, base_env=dict(os.environ),
             masked=self.masked_paths(), device_nodes=sandbox.gpu_device_nodes(),
-            keep_visible=[Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent],
-            disposable_copy=self.disposable_hidden_suite(scratch),
+            keep_visible=self.python_paths, disposable_copy=self.disposable_hidden_suite(scratch),
             extra_env={worker.MEMORY_ENV: str(self.settings.worker_memory_mb), **lock_env})
         start = time.perf_counter()
         try:
@@ -390,7 +426,8 @@ class Batch:
             os.close(write_end)
             for fd in lock_fds:
                 os.close(fd)
-            return Outcome("crashed", f"could not start the checking run: {error}", None, 0.0, "", "")
+            return Outcome(HARNESS_ERROR, f"harness error: could not start the checking run: {error}", None, 0.0,
+                           "", "")
         os.close(write_end)                     # the checker holds the only write end now
         for fd in lock_fds:
             os.close(fd)                        # the child's copies carry its locks; ours would only linger
@@ -416,7 +453,7 @@ class Batch:
             reader.join(timeout=5)
         duration = time.perf_counter() - start
         text = bytes(stream).decode("utf-8", errors="replace")
-        status, reason = classify_exit(process.returncode, timed_out, self.settings.timeout, text)
+        status, reason = classify_exit(process.returncode, timed_out, self.settings.timeout, text, log.text())
         return Outcome(status, reason, process.returncode, duration, text, log.text())
 
     def checker_command(self, impl_dir: Path, results_fd: int) -> list[str]:
@@ -461,6 +498,9 @@ class Batch:
             return self.tables[gpu]
 
     def maximum(self) -> float:
+        """The batch's one max: the preflight's (what runs here), else every selected check's."""
+        if self.batch_maximum is not None:
+            return self.batch_maximum
         return maximum(self.points, self.suites(), self.settings.perf)
 
     def suites(self) -> tuple[str, ...]:

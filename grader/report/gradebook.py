@@ -26,7 +26,9 @@ def grades_columns(points) -> list[str]:
 
 
 def grades_row(result: dict, points) -> dict:
-    row = {"id": result["id"], "status": result["status"], "total": _number(result["score"]["earned"]),
+    unscored = result["status"] == model.HARNESS_ERROR     # not a grade: no number to copy anywhere
+    row = {"id": result["id"], "status": result["status"],
+           "total": "" if unscored else _number(result["score"]["earned"]),
            "max": _number(result["score"]["possible"]),
            "late": {True: "yes", False: "no"}.get(result.get("late"), ""),
            "provisional": "yes" if model.provisional_note(result) else "",

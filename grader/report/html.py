@@ -94,11 +94,11 @@ def write_index(path: Path, results: list[dict], points) -> None:
 
 
 def render_index(results: list[dict], points) -> str:
-    graded = [r for r in results if r["status"] != "not_gradable"]
+    graded = [r for r in results if r["status"] not in (model.NOT_GRADABLE, model.HARNESS_ERROR)]
     template = environment().get_template("index.html.j2")
     return template.render(
         css=_css(), count=len(results), statuses=Counter(r["status"] for r in results).most_common(),
-        histogram=histogram(results), problems=problem_spreads(graded, points),
+        histogram=histogram([r for r in results if r["status"] != model.HARNESS_ERROR]), problems=problem_spreads(graded, points),
         most_failed=most_failed(graded), perf=perf_spreads(graded, points),
         environment=_environment_rows(graded[0]) if graded else [],
         rows=[_index_row(r) for r in results])
@@ -166,8 +166,9 @@ def perf_spreads(results: list[dict], points) -> list[PerfSpread]:
 
 def _index_row(result: dict) -> dict:
     score = result["score"]
+    unscored = result["status"] == model.HARNESS_ERROR
     return {"id": result["id"], "status": model.STATUS_LABELS.get(result["status"], result["status"]),
-            "status_key": result["status"], "earned": model.points_text(score["earned"]),
+            "status_key": result["status"], "earned": "-" if unscored else model.points_text(score["earned"]),
             "possible": model.points_text(score["possible"]),
             "percent": model.percent_text(score["earned"], score["possible"]),
             "css": model.score_class(score["earned"], score["possible"]),

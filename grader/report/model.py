@@ -15,11 +15,15 @@ from dataclasses import asdict, dataclass
 
 from grader import results as results_format
 from grader.points import LEVEL_CREDIT, PointsTable, Problem
-from grader.results import DID_NOT_REPORT, TestRecord
+from grader.results import DID_NOT_REPORT, NOT_RUN_HERE, TestRecord
 from grader.scoring import score_checks
 
 RESULT_FORMAT = 1
-STATUSES = ("graded", "timeout", "crashed", "not_gradable")
+# How a submission's run ended. harness_error: the run could not start or the grader/suites failed
+# before any student code ran (no results header, pytest internal/usage error, a collection error):
+# never a grade, never resumed, and `grader grade` exits non-zero while any is left.
+STATUSES = GRADED, TIMEOUT, CRASHED, NOT_GRADABLE, HARNESS_ERROR = (
+    "graded", "timeout", "crashed", "not_gradable", "harness_error")
 LOG_TAIL_CHARS = 4000
 
 
@@ -50,14 +54,18 @@ def selected_points(points: PointsTable, perf: bool) -> PointsTable:
 
 
 def build_result(student: str, points: PointsTable, stream: str, status: str, reason: str, log: str,
-                 context: dict, *, suites: tuple[str, ...], perf: bool = True) -> dict:
-    """Score one run. `status` is how the run ended (graded, timeout, crashed)."""
+                 context: dict, *, suites: tuple[str, ...], perf: bool = True,
+                 not_run_here: frozenset[str] = frozenset()) -> dict:
+    """Score one run. `status` is how the run ended (graded, timeout, crashed). Tests in
+    `not_run_here` (the batch's, from its preflight) or in the header's list that never reported
+    cannot run on this machine: they stay out of the max, so a run cut short has the batch's max."""
     table = selected_points(points, perf)
     read = results_format.read_stream(stream, known_checks=table.checks)
     header, records, notes = read.results, list(read.results.tests if read.results else ()), read.notes
-    if status == "graded" and header is None:
-        status, reason = "crashed", "the checking run wrote no results"
-    records += missing_records(table, suites, header, records, status, reason)
+    if status == GRADED and header is None:
+        status, reason = CRASHED, "the checking run wrote no results"
+    not_here = set(not_run_here) | set(header.not_run_here if header else ())
+    records += missing_records(table, suites, header, records, status, reason, not_here)
     scores = score_checks(table, records, suites)
     result = {
         "format": RESULT_FORMAT, "id": student, "status": status, "reason": reason,
@@ -75,17 +83,20 @@ def build_result(student: str, points: PointsTable, stream: str, status: str, re
     return result
 
 
-def missing_records(table: PointsTable, suites, header, records, status, reason) -> list[TestRecord]:
+def missing_records(table: PointsTable, suites, header, records, status, reason,
+                    not_here=frozenset()) -> list[TestRecord]:
     """Zero-scoring records for what never reported. With the header's list of collected tests this
-    is exact, test by test. Without it: one per check that has no record at all, plus, when the run
-    ended early, one for the check of the last report (the test cut off may have been one of its)."""
+    is exact, test by test (a test in `not_here` is recorded as not run here). Without it: one per
+    check that has no record at all, plus, when the run ended early, one for the check of the last
+    report (the test cut off may have been one of its)."""
     why = reason or "no test of this check reported a result"
     wanted = {c.id for c in table.checks.values() if c.suite in suites}
     reported = {r.nodeid for r in records}
     collected = header.collected_tests if header else None
     if collected is not None:
-        return [TestRecord(nodeid, check, DID_NOT_REPORT, why) for nodeid, check in collected
-                if check in wanted and nodeid not in reported]
+        return [TestRecord(nodeid, check, NOT_RUN_HERE, "not run on this machine") if nodeid in not_here
+                else TestRecord(nodeid, check, DID_NOT_REPORT, why)
+                for nodeid, check in collected if check in wanted and nodeid not in reported]
     checks_reported = {r.check for r in records}
     missing = [TestRecord(f"{check} (did not report)", check, DID_NOT_REPORT, why)
                for check in sorted(wanted - checks_reported, key=list(table.checks).index)]
@@ -96,11 +107,19 @@ def missing_records(table: PointsTable, suites, header, records, status, reason)
 
 
 def not_gradable_result(student: str, reason: str, context: dict, maximum: float = 0.0) -> dict:
-    """Nothing ran: zero out of `maximum` (the selected checks' total), with the reason."""
-    return {"format": RESULT_FORMAT, "id": student, "status": "not_gradable", "reason": reason,
+    """Nothing ran: zero out of `maximum` (the batch's max), with the reason."""
+    return unscored_result(student, NOT_GRADABLE, reason, context, maximum)
+
+
+def unscored_result(student: str, status: str, reason: str, context: dict, maximum: float = 0.0,
+                    log: str = "") -> dict:
+    """No check was scored (not_gradable, harness_error): zero out of `maximum`, with the reason."""
+    return {"format": RESULT_FORMAT, "id": student, "status": status, "reason": reason,
             "graded_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "score": {"earned": 0.0, "possible": maximum, "total": maximum}, "problems": [], "device": "",
-            "environment": {}, "notes": [], "log_tail": "", "timing": {"tests_s": 0.0}, **context}
+            "environment": {}, "notes": [], "log_tail": log[-LOG_TAIL_CHARS:], "timing": {"tests_s": 0.0},
+            **context}
+
 
 
 def _problem(score) -> dict:
@@ -127,7 +146,7 @@ def _check(score) -> dict:
 
 
 STATUS_LABELS = {"graded": "graded", "timeout": "timed out", "crashed": "crashed",
-                 "not_gradable": "not gradable"}
+                 "not_gradable": "not gradable", "harness_error": "harness error (not graded; regraded next run)"}
 OUTCOME_LABELS = {"passed": "passed", "failed": "failed", "not_implemented": "not implemented",
                   "not_run_here": "not run here", "harness_error": "harness error (not your fault)",
                   "did_not_report": "did not report"}
