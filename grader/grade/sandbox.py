@@ -222,7 +222,8 @@ def bwrap_argv(command: list[str], *, bwrap: str, scratch: Path | None, cwd: Pat
         argv.append("--disable-userns")
     argv += ["--cap-drop", "ALL"]
     system_paths = [*system, *(SYS_PATHS_GPU if device_nodes else SYS_PATHS_CPU)]
-    allowed = _outermost({Path(p) for p in system_paths if os.path.lexists(p)} | {Path(p) for p in keep_visible})
+    wanted = {Path(p) for p in system_paths if os.path.lexists(p)} | {Path(p) for p in keep_visible}
+    allowed = _outermost(wanted)
     argv += ["--dev", "/dev"]
     for node in device_nodes:
         argv += ["--dev-bind", node, node]
@@ -234,9 +235,8 @@ def bwrap_argv(command: list[str], *, bwrap: str, scratch: Path | None, cwd: Pat
     masks = [Path(m) for m in masked if any(_inside(m, path) for path in allowed)]
     for mask in masks:
         argv += ["--tmpfs", str(mask)]
-    for path in allowed:
-        if any(_inside(path, mask) for mask in masks):
-            argv += _expose(path)
+    for path in _outermost({path for path in wanted if any(_inside(path, mask) for mask in masks)}):
+        argv += _expose(path)
     for path in readonly:
         argv += ["--ro-bind", str(path), str(path)]
     if scratch is not None:
