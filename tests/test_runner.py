@@ -139,6 +139,12 @@ def test_hanging_submission_times_out_and_keeps_points_reported_before(hung):
     assert _check(result, "softmax.hidden_double")["earned"] == 0
 
 
+def test_a_timeout_has_the_batch_max_not_one_with_the_gpu_checks_it_never_reached(hung):
+    result = _result(hung, "hang")
+    assert result["score"]["possible"] == 8.0         # the CPU max: the perf check cannot run here
+    assert _check(result, "matmul.perf.speed")["not_run_here"] is True
+
+
 def test_submission_that_kills_the_checker_is_crashed_and_keeps_earlier_points(graded):
     result = _result(graded["out"], "killer")
     assert result["status"] == "crashed", result["reason"]
@@ -162,7 +168,7 @@ def test_nothing_to_grade_and_unsafe_archive_are_not_gradable(graded):
     assert empty["status"] == evil["status"] == "not_gradable"
     assert "no assignment module files" in empty["reason"]
     assert "path traversal" in evil["reason"]
-    assert empty["score"]["possible"] == 12.0
+    assert empty["score"]["possible"] == _result(graded["out"], "good")["score"]["possible"] == 8.0
 
 
 def test_archive_with_wrapper_folder_is_graded(graded):
@@ -269,16 +275,38 @@ def test_one_slot_per_gpu_and_cpu_child_sees_no_gpu(tmp_path, monkeypatch):
     # --jobs 0 and a negative --timeout are refused by the CLI's option types (test_cli_grade).
 
 
-@pytest.mark.parametrize("code, timed_out, stream, status", [
-    (0, False, '{"type": "header"}\n{"type": "end"}\n', "graded"),
-    (1, False, '{"type": "end"}\n', "graded"),
-    (1, False, '{"type": "header"}\n{"type": "te', "crashed"),
-    (-9, False, "", "crashed"),
-    (4, False, '{"type": "end"}\n', "crashed"),
-    (None, True, "", "timeout"),
+HEADER = '{"type": "header"}\n'
+
+
+@pytest.mark.parametrize("code, timed_out, stream, log, status", [
+    (0, False, HEADER + '{"type": "end"}\n', "", "graded"),
+    (1, False, HEADER + '{"type": "end"}\n', "", "graded"),
+    (1, False, HEADER + '{"type": "te', "", "crashed"),
+    (-9, False, HEADER, "", "crashed"),
+    (2, False, HEADER, "KeyboardInterrupt", "crashed"),          # student code can send SIGINT
+    (None, True, HEADER, "", "timeout"),
+    (-9, False, "", "", "harness_error"),                        # no header: no student code had run
+    (None, True, "", "", "harness_error"),
+    (1, False, "", "bwrap: execvp /tmp/x/venv/bin/python: No such file or directory", "harness_error"),
+    (3, False, HEADER, "INTERNALERROR> KeyError: 'x'", "harness_error"),
+    (4, False, HEADER + '{"type": "end"}\n', "", "harness_error"),
+    (2, False, HEADER, "ERROR collecting tests_hidden/test_x.py\nE   ImportError: cannot import name 'y'\n"
+                       "!!! Interrupted: 1 error during collection !!!", "harness_error"),
 ])
-def test_exit_classification(code, timed_out, stream, status):
-    assert classify_exit(code, timed_out, 10.0, stream)[0] == status
+def test_exit_classification(code, timed_out, stream, log, status):
+    assert classify_exit(code, timed_out, 10.0, stream, log)[0] == status
+
+
+@pytest.mark.parametrize("log, line", [
+    ("Traceback...\nbwrap: execvp /tmp/x/venv/bin/python: No such file or directory\n",
+     "bwrap: execvp /tmp/x/venv/bin/python: No such file or directory"),
+    ("ERROR collecting tests_hidden/test_x.py\nE   ImportError: cannot import name 'y' from 'grader.z'\n"
+     "!!! Interrupted: 1 error during collection !!!\n", "E   ImportError: cannot import name 'y' from 'grader.z'"),
+    ("INTERNALERROR> Traceback\nINTERNALERROR> KeyError: 'check'\n", "INTERNALERROR> KeyError: 'check'"),
+])
+def test_a_harness_errors_reason_is_its_decisive_log_line_not_the_exit_code(log, line):
+    status, reason = classify_exit(1 if "bwrap" in log else 3, False, 10.0, "", log)
+    assert status == "harness_error" and reason.endswith(line)
 
 
 def test_bounded_log_keeps_head_and_tail():
@@ -306,13 +334,43 @@ def test_gpu_name_for_calibrated_ladders_comes_from_the_run_header():
     assert checking_run.gpu_name_of(cpu) is None and checking_run.gpu_name_of("") is None
 
 
-def test_installed_but_broken_bubblewrap_stops_the_batch_with_advice(tmp_path):
+def test_installed_but_broken_bubblewrap_fails_the_preflight_and_grades_nobody(tmp_path, monkeypatch):
     fake = tmp_path / "bwrap"
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)
+    monkeypatch.setattr(runner.sandbox, "find_bwrap", lambda: str(fake))
+    _write_suite(tmp_path / "suite")
+    _submission(tmp_path / "subs", "good", {"softmax.py": GOOD_SOFTMAX})
     with pytest.raises(runner.GraderError, match="--no-sandbox") as error:
-        checking_run.check_bwrap_works(str(fake))
-    assert "No permissions to create new namespace" in str(error.value)
+        _grade(tmp_path / "suite", tmp_path / "subs", tmp_path / "out")
+    assert "preflight failed" in str(error.value) and "No permissions to create new namespace" in str(error.value)
+    assert "unprivileged_userns_clone" in str(error.value)
+    assert not (tmp_path / "out" / "good").exists()
+
+
+def test_a_harness_error_is_no_grade_is_listed_exits_nonzero_and_is_regraded(tmp_path, monkeypatch, capfd):
+    _write_suite(tmp_path / "suite")
+    _submission(tmp_path / "subs", "good", {"softmax.py": GOOD_SOFTMAX})
+    real_execute, broken = runner.Batch.execute, {"now": True}
+    bwrap_line = "bwrap: execvp /tmp/x/venv/bin/python: No such file or directory"
+
+    def execute(self, student, scratch, slot, collect_only=False):
+        if collect_only or not broken["now"]:
+            return real_execute(self, student, scratch, slot, collect_only)
+        status, reason = classify_exit(1, False, 10.0, "", bwrap_line + "\n")
+        return runner.Outcome(status, reason, 1, 0.1, "", bwrap_line)
+
+    monkeypatch.setattr(runner.Batch, "execute", execute)
+    options = {"no_sandbox": True, "quiet": False}
+    assert _grade(tmp_path / "suite", tmp_path / "subs", tmp_path / "out", **options) == 1
+    assert "HARNESS ERRORS: 1" in capfd.readouterr().err
+    result = _result(tmp_path / "out", "good")
+    assert result["status"] == "harness_error" and result["reason"].endswith(bwrap_line)
+    row = (tmp_path / "out" / "grades.csv").read_text().splitlines()[1].split(",")
+    assert row[:3] == ["good", "harness_error", ""] and bwrap_line in row[-1]
+    broken["now"] = False                       # fixed: the same command regrades it, unchanged files or not
+    assert _grade(tmp_path / "suite", tmp_path / "subs", tmp_path / "out", **options) == 0
+    assert _result(tmp_path / "out", "good")["status"] == "graded"
 
 
 def test_ctrl_c_keeps_finished_grades_and_rebuilds_class_files(tmp_path, monkeypatch):
@@ -326,7 +384,10 @@ def test_ctrl_c_keeps_finished_grades_and_rebuilds_class_files(tmp_path, monkeyp
                                      "outcome": "passed", "message": "", "duration": 0.1, "perf": None}),
                          json.dumps({"type": "end"})])
 
-    def fake_execute(self, student, scratch, slot):
+    def fake_execute(self, student, scratch, slot, collect_only=False):
+        if collect_only:
+            return runner.Outcome("graded", "", 0, 0.5, stream.replace('"collected_checks": []', '"collected_checks": [], '
+                                  '"collected_tests": [["t::a", "softmax.double"]], "not_run_here": []'), "log")
         if student == "b_second":
             raise KeyboardInterrupt
         return runner.Outcome("graded", "", 0, 0.5, stream, "log")
