@@ -136,3 +136,27 @@ def test_grade_help_runs_without_importing_torch():
 def test_out_of_range_options_are_refused_before_anything_runs(tmp_path, option, value):
     result = CliRunner().invoke(cli.main, ["grade", str(tmp_path), option, value])
     assert result.exit_code == 2 and option in result.output and "Traceback" not in result.output
+
+
+def test_the_partial_examples_matmul_is_wrong_but_never_reads_past_the_matrix(tmp_path):
+    """Its bug must give the same wrong answer every run: inputs are views into NaN-filled buffers, so
+    a read past a row or column would put NaN in the output."""
+    import importlib.util
+
+    import torch
+
+    make_examples.write_examples(tmp_path / "submissions")
+    path = tmp_path / "submissions" / "partial" / "assignment" / "matmul.py"
+    spec = importlib.util.spec_from_file_location("partial_matmul", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    generator = torch.Generator().manual_seed(0)
+    m, k, n = 33, 45, 17
+    a_buffer = torch.full((m + 8, k + 8), float("nan"))
+    b_buffer = torch.full((k + 8, n + 8), float("nan"))
+    a, b = a_buffer[:m, :k], b_buffer[:k, :n]
+    a.copy_(torch.randn(m, k, generator=generator))
+    b.copy_(torch.randn(k, n, generator=generator))
+    first, second = module.matmul(a, b), module.matmul(a, b)
+    assert torch.isfinite(first).all() and torch.equal(first, second)
+    assert not torch.allclose(first, a @ b, atol=1e-3)          # still a bug the suites catch
