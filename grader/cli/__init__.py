@@ -96,6 +96,14 @@ def report(out):
     click.echo(write_class_files(out, load_points()), err=True)
 
 
+@main.command()
+def doctor():
+    """Show what grading would use here (interpreter, torch, GPUs, sandbox, ...) and how to fix problems."""
+    from grader.grade.doctor import run_doctor
+
+    sys.exit(run_doctor(click.echo))
+
+
 # --- handout (owned by grader/handout/) --------------------------------------------------------------
 
 
