@@ -13,6 +13,10 @@ install: system-packages
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install -q "$(TORCH_PIN)"
 	$(PYTHON) -c "import triton" 2>/dev/null || $(PIP) install -q "$(TRITON_PIN)"
 	$(PIP) install -q -e .
+	@# `make handout` installs the handout offline with this environment's setuptools (no build
+	@# isolation): a fresh venv's bundled setuptools 65 cannot build an editable wheel.
+	$(PYTHON) -c "import setuptools.command.bdist_wheel" 2>/dev/null || $(PYTHON) -c "import wheel" 2>/dev/null \
+		|| $(PIP) install -q "setuptools>=70.1"
 	$(PYTHON) examples/make_examples.py
 	@$(PYTHON) -c "import torch, triton, numpy; print('installed: torch', torch.__version__, '| triton', triton.__version__, '| numpy', numpy.__version__, '| CUDA', torch.cuda.is_available())"
 

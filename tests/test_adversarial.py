@@ -101,6 +101,11 @@ EXPECTED = {
     "planted_files": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,), message=r"not implemented yet"),
     "read_hidden_tests": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,)),
     "read_host_secrets": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL)),
+    "root_only_files": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL),
+                              message=r"uid 65534; shadow: (FileNotFoundError|PermissionError); "
+                                      r"host: (FileNotFoundError|PermissionError)"),
+    "fill_writable_space": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL),
+                                  message=r"tmp: ENOSPC; shm: ENOSPC; home: ENOSPC; tmpdir: ENOSPC"),
     "network": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
     "patch_checker_libs": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"mismatch"),
     "patch_guards": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL)),
@@ -245,6 +250,9 @@ def grade_gallery(root: Path, names: list[str], gpus: str, call_timeout: str, ba
     secret = Path(f"/var/tmp/gallery-secret-{token}")   # readable by the grading user only
     with os.fdopen(os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
         handle.write(f"GALLERY-HOST-SECRET-{token}")
+    unmasked = Path(f"/var/lib/gallery-secret-{token}")  # a host folder no mask ever covered
+    if os.access(unmasked.parent, os.W_OK):
+        unmasked.write_text(f"GALLERY-HOST-SECRET-{token}")
     substitutions = {"__TOKEN__": token, "__PORT__": str(listener.port), "__UNIX_SOCKET__": listener.unix_path}
     for name in names:
         build_submission(GALLERY / name, root / "submissions" / name, substitutions)
@@ -268,6 +276,7 @@ def grade_gallery(root: Path, names: list[str], gpus: str, call_timeout: str, ba
     finally:
         listener.close()
         secret.unlink()
+        unmasked.unlink(missing_ok=True)
     survivors = processes_with(f"gallery-orphan-{token}")
     on_host = [str(p) for folder in (Path("/var/tmp"), Path("/tmp"))
                for p in folder.glob(f"gallery-escape-{token}-*")]

@@ -97,14 +97,16 @@ def test_the_python_install_is_always_bound_read_only(tmp_path):
     assert argv[at - 1:at + 2] == ["--ro-bind", str(tmp_path / "python"), str(tmp_path / "python")]
 
 
-def test_python_paths_cover_the_prefixes_executable_and_sys_path_but_not_own_pythonpath(tmp_path):
-    paths = sandbox.python_paths(environ={"PYTHONPATH": str(Path(sandbox.__file__).parents[2])})
+def test_python_paths_cover_the_prefixes_executable_and_sys_path_but_not_own_pythonpath_or_cwd(tmp_path):
+    repo = str(Path(sandbox.__file__).parents[2])
+    paths = sandbox.python_paths(environ={"PYTHONPATH": repo})
     shown = [str(p) for p in paths]
     assert sys.prefix in shown and sys.base_prefix in shown and os.path.realpath(sys.executable) in shown
-    for entry in sys.path:
-        if entry and os.path.isdir(entry) and os.path.realpath(entry) != str(Path(sandbox.__file__).parents[2]):
-            assert any(entry == s or entry.startswith(s + os.sep) for s in shown), entry
-    assert str(Path(sandbox.__file__).parents[2]) not in shown
+    site_packages = [entry for entry in sys.path if entry.endswith("-packages") and os.path.isdir(entry)]
+    assert site_packages
+    for entry in site_packages:
+        assert any(entry == s or entry.startswith(s + os.sep) for s in shown), entry
+    assert repo not in shown and os.getcwd() not in shown and "/tmp" not in shown
 
 
 def test_editable_roots_come_from_pth_lines_and_setuptools_finders_except_this_project(tmp_path):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -98,14 +99,14 @@ def probe_argv(bwrap: str) -> list[str]:
 
 def python_paths(environ=None, exclude=()) -> list[Path]:
     """Everything this interpreter needs to start and import what it has installed: its prefixes, the
-    executable and its symlink chain, every sys.path entry, the folders .pth files and editable-install
+    executable and its symlink chain, every entry of the sys.path it builds by itself, the folders .pth files and editable-install
     finders point at, and the CUDA/LD_LIBRARY_PATH folders the child inherits. Entries that come only
     from this process's PYTHONPATH (the child gets its own) or lie in `exclude` are left out."""
     environ = os.environ if environ is None else environ
     own = {os.path.realpath(p) for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p}
     found = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
              *executable_chain(sys.executable)]
-    entries = [entry for entry in sys.path if entry and os.path.isabs(entry)]
+    entries = interpreter_sys_path()
     found += entries
     for entry in entries:
         found += editable_roots(entry)
@@ -125,6 +126,20 @@ def python_paths(environ=None, exclude=()) -> list[Path]:
                 seen.add(candidate)
                 keep.append(Path(candidate))
     return keep
+
+
+@lru_cache(maxsize=None)
+def interpreter_sys_path(python: str = sys.executable) -> tuple[str, ...]:
+    """sys.path as the interpreter builds it by itself (-I: no PYTHONPATH, no script folder, no cwd,
+    no user site): what the child needs besides the checker tree. This process's own sys.path would
+    also hold its script's folder or cwd (`python -m grader` run from /tmp or $HOME would bind it)."""
+    code = "import json, sys; print(json.dumps([p for p in sys.path if p]))"
+    try:
+        done = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60)
+        found = json.loads(done.stdout)
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        found = sys.path[1:]
+    return tuple(entry for entry in found if isinstance(entry, str) and os.path.isabs(entry))
 
 
 def executable_chain(executable: str) -> list[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import site
 import subprocess
 import sys
 import tarfile
@@ -249,6 +250,7 @@ def handout_installs_and_tests(tarball: Path, workdir: Path | None = None) -> tu
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True,
                    capture_output=True, timeout=300)
     python = venv / "bin" / "python"
+    see_running_environment(python)
     env = _clean_env(PIP_DISABLE_PIP_VERSION_CHECK="1")
     make = ["make", "-C", str(folder), f"PYTHON={python}", "PIP_FLAGS=--no-index --no-build-isolation --no-deps"]
     install = subprocess.run(make + ["install"], capture_output=True, text=True, env=env, timeout=600)
@@ -275,6 +277,21 @@ def handout_installs_and_tests(tarball: Path, workdir: Path | None = None) -> tu
     if "not implemented" not in output:
         failures.append("test: `make test` on the stubs reported no 'not implemented' tests")
     return failures, output
+
+
+def see_running_environment(python: Path) -> None:
+    """A venv made by `python -m venv --system-site-packages` from inside a venv sees the BASE
+    interpreter's packages, not this one's: a staff venv's torch, setuptools and wheel would be
+    missing and the offline `pip install --no-build-isolation -e .` fails with `invalid command
+    'bdist_wheel'` on the base's old setuptools. A .pth file puts this environment's site folders
+    on the new venv's path, ahead of the base's."""
+    if sys.prefix == sys.base_prefix:
+        return                      # not a venv: --system-site-packages already shows its packages
+    own = [folder for folder in site.getsitepackages() if Path(folder).is_dir()]
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    Path(purelib).mkdir(parents=True, exist_ok=True)
+    (Path(purelib) / "_staff_environment.pth").write_text("".join(f"{folder}\n" for folder in own))
 
 
 # --- all together -----------------------------------------------------------------------------------------------
