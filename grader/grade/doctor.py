@@ -71,7 +71,8 @@ def bubblewrap(bwrap: str | None = None, run=subprocess.run) -> list[Finding]:
         return [Finding("bubblewrap", "not installed: grading would run WITHOUT a sandbox",
                         "apt-get install -y bubblewrap (make install does it as root on Debian/Ubuntu)")]
     features = sandbox.bwrap_features(bwrap)
-    found = [Finding("bubblewrap", f"{bwrap}, options: {', '.join(sorted(features)) or 'none of --size, --disable-userns'}",
+    options = ", ".join(sorted(features)) or "none of --size, --disable-userns"
+    found = [Finding("bubblewrap", f"{bwrap}, options: {options}",
                      "" if "--size" in features else "bubblewrap >= 0.5 bounds the sandbox's tmpfs sizes; upgrade it")]
     with tempfile.TemporaryDirectory(prefix="grader-doctor-") as scratch:
         for folder in sandbox.scratch_folders(Path(scratch)):
@@ -82,7 +83,8 @@ def bubblewrap(bwrap: str | None = None, run=subprocess.run) -> list[Finding]:
                                       keep_visible=sandbox.python_paths())
         try:
             done = run(launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=300)
-            problem = "" if done.returncode == 0 else (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            said = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
+            problem = "" if done.returncode == 0 else said[-1]
         except (OSError, subprocess.TimeoutExpired) as error:
             problem = str(error)
     if problem:

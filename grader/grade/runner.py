@@ -33,10 +33,10 @@ import click
 
 import grader
 from grader import disposable, gpu_lock, layout, worker
-from grader.grade import preflight, sandbox, submission
-from grader.grade.checking_run import (CHECKER_LAUNCHER, BoundedLog, classify_exit, drain,
-                                 drain_fd, gpu_name_of, importable, kill_group, warm_checker_tree)
 from grader.errors import BadSubmission, GraderError
+from grader.grade import preflight, sandbox, submission
+from grader.grade.checking_run import (CHECKER_LAUNCHER, BoundedLog, classify_exit, drain, drain_fd, gpu_name_of,
+                                       importable, kill_group, warm_checker_tree)
 from grader.points import POINTS_DIR, load_points
 from grader.report import gradebook, html
 from grader.report.atomic import write_atomic

@@ -70,8 +70,9 @@ class Launch:
 
     @property
     def summary(self) -> str:
-        return "bubblewrap (unprivileged, no network, allow-listed read-only system, bounded scratch)" if self.sandboxed \
-            else "none (--no-sandbox or bubblewrap not installed)"
+        if self.sandboxed:
+            return "bubblewrap (unprivileged, no network, allow-listed read-only system, bounded scratch)"
+        return "none (--no-sandbox or bubblewrap not installed)"
 
 
 def find_bwrap() -> str | None:
@@ -99,8 +100,9 @@ def probe_argv(bwrap: str) -> list[str]:
 
 def python_paths(environ=None, exclude=()) -> list[Path]:
     """Everything this interpreter needs to start and import what it has installed: its prefixes, the
-    executable and its symlink chain, every entry of the sys.path it builds by itself, the folders .pth files and editable-install
-    finders point at, and the CUDA/LD_LIBRARY_PATH folders the child inherits. Entries that come only
+    executable and its symlink chain, every entry of the sys.path it builds by itself, the folders
+    .pth files and editable-install finders point at, and the CUDA/LD_LIBRARY_PATH folders the child
+    inherits. Entries that come only
     from this process's PYTHONPATH (the child gets its own) or lie in `exclude` are left out."""
     environ = os.environ if environ is None else environ
     own = {os.path.realpath(p) for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p}
@@ -225,8 +227,9 @@ def bwrap_argv(command: list[str], *, bwrap: str, scratch: Path | None, cwd: Pat
                covers: list[tuple[Path, Path]] = (), features: frozenset[str] = frozenset(("--size",)),
                system: tuple[str, ...] = SYSTEM_PATHS) -> list[str]:
     """bubblewrap around `command`, from an empty root. Mount order matters: later mounts cover
-    earlier ones. First /dev, /proc and the bounded /tmp and /dev/shm, then the allow-list, read-only: `system` (symlinks recreated as symlinks) and
-    `keep_visible` (the interpreter, from `python_paths`), parents before children; then empty folders
+    earlier ones. First /dev, /proc and the bounded /tmp and /dev/shm, then the allow-list, read-only:
+    `system` (symlinks recreated as symlinks) and `keep_visible` (the interpreter, from
+    `python_paths`), parents before children; then empty folders
     over the `masked` ones that an allowed path contains, then the allowed paths inside those masks
     again (a .venv inside the staff repo), then the checker tree (`readonly`), the scratch (read-only)
     with size-bounded tmpfs over its writable folders, and last each (source, target) of `covers`: a

@@ -98,7 +98,8 @@ def render_index(results: list[dict], points) -> str:
     template = environment().get_template("index.html.j2")
     return template.render(
         css=_css(), count=len(results), statuses=Counter(r["status"] for r in results).most_common(),
-        histogram=histogram([r for r in results if r["status"] != model.HARNESS_ERROR]), problems=problem_spreads(graded, points),
+        histogram=histogram([r for r in results if r["status"] != model.HARNESS_ERROR]),
+        problems=problem_spreads(graded, points),
         most_failed=most_failed(graded), perf=perf_spreads(graded, points),
         environment=_environment_rows(graded[0]) if graded else [],
         rows=[_index_row(r) for r in results])

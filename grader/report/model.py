@@ -9,7 +9,6 @@ and every check without a record scores zero with the run's reason (fail closed)
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 
