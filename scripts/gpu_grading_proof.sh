@@ -6,6 +6,7 @@
 #               clean reference, one submission per GPU) and the worker's CUDA-fault recovery.
 #   sandboxed:  the quick GPU gallery entries graded inside bubblewrap (its root folder as $2).
 #   block16:    make bench's student bench on a 16 x 16-tile matmul (right on CPU, slow on GPU) and the reference.
+#   doctor:     `grader doctor`, then the examples graded sandboxed on GPU 0 (bubblewrap root as $2).
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH=. PYTHONUNBUFFERED=1
@@ -41,5 +42,15 @@ print(build_variant('matmul_block16', '/tmp/variants'))" > "$OUT/block16.log" 2>
     python -m grader.bench --impl /tmp/variants/matmul_block16 --kernel matmul >> "$OUT/block16.log" 2>&1
     python -m grader.bench --impl solutions --kernel matmul > "$OUT/block16-reference.log" 2>&1
     tail -n 20 "$OUT/block16.log" "$OUT/block16-reference.log" ;;
-  *) echo "usage: $0 throughput|faults|sandboxed BWRAP_ROOT|block16" >&2; exit 2 ;;
+  doctor)
+    # `grader doctor` on the GPU node, then the examples graded in the allow-list sandbox on GPU 0
+    # (the preflight must pass with the GPU pinned; bubblewrap from $2 as for `sandboxed`).
+    export PATH="$2/usr/bin:$PATH"
+    python -m grader doctor > "$OUT/doctor.log" 2>&1
+    python examples/make_examples.py > /dev/null
+    { time python -m grader grade examples/submissions --gpus 0 --out /tmp/examples-gpu; } \
+      > "$OUT/examples-gpu.log" 2>&1
+    cp /tmp/examples-gpu/grades.csv "$OUT/examples-gpu.csv"
+    tail -n 25 "$OUT/doctor.log" "$OUT/examples-gpu.log" "$OUT/examples-gpu.csv" ;;
+  *) echo "usage: $0 throughput|faults|sandboxed BWRAP_ROOT|doctor BWRAP_ROOT|block16" >&2; exit 2 ;;
 esac
