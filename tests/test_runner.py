@@ -16,6 +16,7 @@ from fake_suite import make_submission as _submission
 from fake_suite import write_suite as _write_suite
 from hostile_archives import ignored_names_flood, pax_records_bomb, zip_with_bad_crc, zip_with_utf8_flag_and_bad_name
 
+from grader import results
 from grader.grade import checking_run, runner
 from grader.grade.checking_run import classify_exit
 from grader.grade.runner import detect_gpus, grade_all, parse_gpus
@@ -275,7 +276,7 @@ def test_one_slot_per_gpu_and_cpu_child_sees_no_gpu(tmp_path, monkeypatch):
     # --jobs 0 and a negative --timeout are refused by the CLI's option types (test_cli_grade).
 
 
-HEADER = '{"type": "header"}\n'
+HEADER = results.header_line("x", "cpu", {}, []) + "\n"
 
 
 @pytest.mark.parametrize("code, timed_out, stream, log, status", [
