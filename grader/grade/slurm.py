@@ -29,7 +29,7 @@ from grader.grade import runner, submission
 from grader.points import POINTS_DIR, load_points
 from grader.report.atomic import write_atomic
 from grader.report.class_files import RESULT_FILE, write_class_files
-from grader.report.model import points_text
+from grader.report.model import HARNESS_ERROR, points_text
 
 PLAN_DIR = ".slurm"                 # under OUT: plans, task scripts and Slurm's logs
 MAX_ARRAY_TASKS = 1000              # Slurm's default MaxArraySize is 1001 (indices 0-1000)
@@ -146,8 +146,8 @@ def students_to_grade(options: dict, only: tuple[str, ...], say) -> list[str]:
                 if not previous or previous.get("status") != "not_gradable":
                     stale.append(source.id)
                 continue
-            if not previous or previous.get("grade_key") != runner.grade_key(staged.content_hash, settings,
-                                                                              fingerprint):
+            if not previous or previous.get("status") == HARNESS_ERROR \
+                    or previous.get("grade_key") != runner.grade_key(staged.content_hash, settings, fingerprint):
                 stale.append(source.id)
     return stale
 
