@@ -294,8 +294,14 @@ class Batch:
         graded) when it fails. Its header fixes the batch's max: what cannot run here is out of it."""
         slot = self.settings.slots[0]
         outcome = self.execute("preflight", self.scratch_root / "preflight", slot, collect_only=True)
-        found = preflight.verdict(outcome, gpu_expected=slot is not None, sandboxed=bool(self.bwrap),
+        # A GPU slot on a machine with NVIDIA device nodes must see CUDA; without any node (a CPU box
+        # that CUDA_VISIBLE_DEVICES or Slurm labels a GPU) the batch grades in CPU mode, said loudly.
+        has_gpu = bool(sandbox.gpu_device_nodes())
+        found = preflight.verdict(outcome, gpu_expected=slot is not None and has_gpu, sandboxed=bool(self.bwrap),
                                   interpreter=sys.executable)
+        if slot is not None and found.device != "cuda":
+            self.say(f"GPU {slot} was assigned but this machine has no NVIDIA device: grading in CPU mode "
+                     "(perf checks not run here)")
         self.not_run_here = found.not_run_here
         with self.lock:
             self.durations.clear()              # a collection-only run says nothing about the ETA
