@@ -415,7 +415,8 @@ def _fake_graded_run(monkeypatch):
                                      "outcome": "passed", "message": "", "duration": 0.1, "perf": None}),
                          json.dumps({"type": "end"})])
     monkeypatch.setattr(runner.Batch, "execute",
-                        lambda self, student, scratch, slot: runner.Outcome("graded", "", 0, 0.1, stream, "log"))
+                        lambda self, student, scratch, slot, collect_only=False:
+                        runner.Outcome("graded", "", 0, 0.1, stream, "log"))
     monkeypatch.setattr(runner, "warm_checker_tree", lambda root, suite_dirs: None)
 
 
