@@ -123,6 +123,7 @@ EXPECTED = {
                                    message=r"matmul\.py _rows: uses \.softmax"),
     "wrong_lse_masked_row": Expect(zero=(MASKED,), kept=SOFTMAX_ALL + (MATMUL,), message=r"lse = m \+ log l mismatch"),
     "hung_kernel": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL, message=r"did not return within \d+ s"),
+    "code_in_checker_via_listener": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"mismatch"),
     "oob_kernel_write": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL + (ATTENTION,),
                                message=r"illegal memory access.*fresh process"),
     # timing cheats: correct code, so every correctness check is kept; their perf ratio is judged by
@@ -137,6 +138,8 @@ GALLERY_PERF = "softmax.gallery.perf"
 CHEAT_RATIO_TOLERANCE = 1.15
 
 HOLES = {  # attack -> why it still scores today (strict xfail: fixing the hole makes the test pass)
+    "code_in_checker_via_listener": "torch's CPU tensor sharing opens a listener in the checker that "
+                                    "unpickles what a holder of the worker's inherited authkey sends",
 }
 
 
