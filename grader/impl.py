@@ -1,30 +1,25 @@
 """The implementation under test, behind one API in two modes.
 
-`resolve(name_or_path)` says where the modules are: the `assignment` or `solutions` package of this
-repo, or a submission folder holding the module files flat or under `assignment/`. `Modules` imports
-them (only allow-listed names). Tests get an `Impl`:
+`resolve(name_or_path)` (grader.modules) says where the modules are. Tests get an `Impl`:
 - `InProcessImpl` imports the student's modules into the test process (a student's local `make test`:
   prints and breakpoints work);
 - `IsolatedImpl` imports nothing: every call crosses to a worker process (`grader.worker`) and comes
-  back as plain, checker-owned values (`grader.channel`). Grading always uses it.
+  back as plain, checker-owned values (`grader.channel`, `grader.shared_tensors`). Grading always
+  uses it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.util
 import os
 import sys
-import types
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from grader import gpu_lock
+from grader.modules import MODULES, REPO_ROOT, SUBMISSION_PACKAGE, ImplSpec, ModuleMissing, Modules, resolve
 
-MODULES = ("accounting", "mixed_precision", "softmax", "matmul", "flash_attention")
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SUBMISSION_PACKAGE = "assignment"   # a submission folder is imported under the name students use
 DEFAULT_CALL_TIMEOUT = float(os.environ.get("GRADER_CALL_TIMEOUT", "300"))
 STARTUP_TIMEOUT = 120.0
 HIDDEN_SUITE_DIR = "tests_hidden"   # graded runs empty it before student code runs (grader.disposable)
@@ -52,72 +47,6 @@ class WorkerLost(AssertionError):
     `timed_out` is True when the call hung (no reply within the per-call timeout)."""
 
     timed_out = False
-
-
-class ModuleMissing(NotImplementedError):
-    """The submission has no file for this module: counts as not implemented."""
-
-
-@dataclass(frozen=True)
-class ImplSpec:
-    label: str            # what the user asked for, for reports
-    package: str          # import name: "assignment", "solutions", or SUBMISSION_PACKAGE for a folder
-    directory: str        # the folder holding <module>.py files
-
-    @property
-    def is_folder(self) -> bool:
-        return self.package == SUBMISSION_PACKAGE and Path(self.directory) != REPO_ROOT / "assignment"
-
-
-def resolve(name_or_path: str) -> ImplSpec:
-    """Find the modules for `assignment`, `solutions`, or a submission folder (flat or assignment/)."""
-    if name_or_path in ("assignment", "solutions"):
-        return ImplSpec(name_or_path, name_or_path, str(REPO_ROOT / name_or_path))
-    folder = Path(name_or_path).expanduser().resolve()
-    if not folder.is_dir():
-        raise FileNotFoundError(f"--impl {name_or_path!r}: not 'assignment', 'solutions' or a folder")
-    if (folder / "assignment").is_dir():
-        folder = folder / "assignment"
-    if not any((folder / f"{module}.py").is_file() for module in MODULES):
-        raise FileNotFoundError(f"--impl {name_or_path!r}: no module files ({', '.join(MODULES)}) "
-                                "flat or under assignment/")
-    return ImplSpec(name_or_path, SUBMISSION_PACKAGE, str(folder))
-
-
-class Modules:
-    """Imports the implementation's modules on first use; `modules.softmax` is the module."""
-
-    def __init__(self, spec: ImplSpec):
-        self.spec = spec
-        self._package = None
-
-    def load(self, name: str) -> types.ModuleType:
-        if name not in MODULES:
-            raise AttributeError(f"{name!r} is not one of the assignment modules {MODULES}")
-        if not (Path(self.spec.directory) / f"{name}.py").is_file():
-            raise ModuleMissing(f"{name}.py is missing from the submission")
-        self._ensure_package()
-        return importlib.import_module(f"{self.spec.package}.{name}")
-
-    def __getattr__(self, name: str):
-        if name.startswith("_") or name == "spec":
-            raise AttributeError(name)
-        return self.load(name)
-
-    def _ensure_package(self) -> None:
-        if self._package is not None:
-            return
-        if self.spec.is_folder:
-            # A fresh package object whose path is the submission folder, under the name students use.
-            package = types.ModuleType(SUBMISSION_PACKAGE)
-            package.__path__ = [self.spec.directory]
-            package.__file__ = None
-            sys.modules[SUBMISSION_PACKAGE] = package
-            self._package = package
-        else:
-            if str(REPO_ROOT) not in sys.path:
-                sys.path.insert(0, str(REPO_ROOT))
-            self._package = importlib.import_module(self.spec.package)
 
 
 @dataclass
@@ -251,10 +180,10 @@ class InProcessImpl(Impl):
 
     def _request(self, kind, target, args, kwargs):
         __tracebackhide__ = True  # noqa: F841
-        from grader.worker import _execute
+        from grader.guarded_call import execute
 
         rules = (self._rules.forbid, self._rules.require_triton)
-        result, claims = _execute(self.modules, kind, target, args, kwargs, rules)
+        result, claims = execute(self.modules, kind, target, args, kwargs, rules)
         self._enforce(claims)
         return result
 
@@ -269,7 +198,8 @@ class IsolatedImpl(Impl):
         self.scratch = scratch
         self.call_timeout = call_timeout
         self._process = None
-        self._conn = None
+        self._sock = None
+        self._transport = None
         self._ready = False
         self._hung: set[str] = set()   # functions that hung once: not called again (issue 15)
 
@@ -282,32 +212,55 @@ class IsolatedImpl(Impl):
             # Waiting out the timeout again would spend the submission's budget on a known hang.
             raise WorkerLost(f"{name} hung earlier in this run (no reply within {self.call_timeout:g} s), so it is "
                              "not called again; the other functions are still graded")
-        conn = self._connection()
-        rules = (self._rules.forbid, self._rules.require_triton)
-        # Clones: the worker maps what it receives, so it must never see the checker's own tensors.
-        conn.send((kind, target, _clone_tensors(args), _clone_tensors(kwargs), rules))
+        self._connection()
+        deadline = time.monotonic() + self.call_timeout
         try:
-            data = self._receive(self.call_timeout, "your code did not return")
+            self._send(channel.Call(kind, target, args, kwargs, self._rules.forbid, self._rules.require_triton))
+            reply = self._next_reply(deadline)
+            if isinstance(reply, channel.NeedBuffers):
+                self._send(channel.Buffers(self._transport.allocate(reply.wanted)))
+                reply = self._next_reply(deadline)
+            return self._outcome(reply, channel)
         except WorkerLost as lost:
             if lost.timed_out:
                 self._hung.add(name)
             raise
-        try:
-            return self._unpack(channel.load_reply(data), channel)
         except channel.ChannelError:
             self._kill()  # the channel may be out of step now: the next call gets a fresh worker
             raise
+        finally:
+            if self._transport is not None:
+                self._transport.end_call()
 
-    def _receive(self, timeout: float, what: str) -> bytes:
+    def _send(self, message) -> None:
+        from grader import channel
+
+        data = self._transport.dump_request(message)
+        try:
+            channel.send_frame(self._sock, data)
+        except OSError:
+            code = self._kill()
+            raise WorkerLost(f"the process running your code died (exit code {code})") from None
+
+    def _next_reply(self, deadline: float):
+        from grader import channel
+
+        data = self._receive(max(0.0, deadline - time.monotonic()), "your code did not return",
+                             self.call_timeout)
+        return channel.read_reply(data, self._transport)
+
+    def _receive(self, timeout: float, what: str, shown: float | None = None) -> bytes:
         """One whole reply within `timeout` seconds, or the worker is stopped (a stalled frame too)."""
         import threading
+
+        from grader import channel
 
         box = {}
 
         def read():
             try:
-                box["data"] = self._conn.recv_bytes()
-            except BaseException as error:  # noqa: BLE001 - EOF or a broken pipe: the worker is gone
+                box["data"] = channel.recv_frame(self._sock, channel.MAX_REPLY_FRAME)
+            except BaseException as error:  # noqa: BLE001 - EOF, a broken pipe, an absurd frame
                 box["error"] = error
 
         reader = threading.Thread(target=read, daemon=True)
@@ -316,38 +269,38 @@ class IsolatedImpl(Impl):
         if reader.is_alive():
             self._kill()  # ends the blocked read with EOF
             reader.join(5)
-            lost = WorkerLost(f"{what} within {timeout:g} s (stopped)")
+            lost = WorkerLost(f"{what} within {shown if shown is not None else timeout:g} s (stopped)")
             lost.timed_out = True
             raise lost
+        if isinstance(box.get("error"), channel.ChannelError):
+            raise box["error"]
         if "error" in box:
             code = self._kill()
             raise WorkerLost(f"the process running your code died (exit code {code})")
         return box["data"]
 
-    def _unpack(self, reply, channel):
+    def _outcome(self, reply, channel):
         __tracebackhide__ = True  # noqa: F841
-        if not isinstance(reply, tuple) or not reply:
-            raise channel.ChannelError("malformed reply from the worker")
-        status = reply[0]
-        if status == "ok" and len(reply) == 3:
-            result = channel.validate(reply[1])
-            self._enforce(channel.validate(reply[2]) if isinstance(reply[2], dict) else {})
-            return result
-        if status == "not_implemented":
-            raise NotImplementedError(str(reply[1]))
-        if status == "error" and len(reply) == 5:
-            message = str(reply[2])
-            if reply[4] is True:   # the worker's CUDA context is broken; it exits after this reply
+        if isinstance(reply, channel.Ok):
+            self._enforce({"launches": reply.launches, "forbidden": reply.forbidden})
+            return reply.value
+        if isinstance(reply, channel.NotDone):
+            raise NotImplementedError(reply.message)
+        if isinstance(reply, channel.Failed):
+            message = reply.message
+            if reply.cuda_broken:   # the worker's CUDA context is broken; it exits after this reply
                 self._kill()
                 message += CUDA_CONTEXT_LOST
-            raise StudentCodeError(str(reply[1]), message, str(reply[3]))
-        raise channel.ChannelError(f"malformed reply from the worker (status {status!r})")
+            raise StudentCodeError(reply.type_name, message, reply.traceback)
+        if isinstance(reply, channel.Refused):
+            raise channel.ChannelError(reply.message)
+        raise channel.ChannelError(f"malformed reply from the worker ({type(reply).__name__} out of turn)")
 
     @property
     def worker_pid(self) -> int | None:
         """The worker's pid, for grader.timing to pause it while the checker times baselines."""
         process = self._process
-        return process.pid if process is not None and process.is_alive() else None
+        return process.pid if process is not None and process.poll() is None else None
 
     def start(self) -> None:
         """Spawn the worker now, so it imports torch while the checker is still collecting tests."""
@@ -355,32 +308,38 @@ class IsolatedImpl(Impl):
             self._spawn()
 
     def _connection(self):
-        if self._process is None or not self._process.is_alive():
+        if self._process is None or self._process.poll() is not None:
             self._kill()
             self._spawn()
         if not self._ready:
             # Start-up (importing torch and Triton) is not the student's time: wait for "ready" apart.
-            import torch.multiprocessing  # noqa: F401 - registers how tensors cross the pipe (shared memory)
-
             from grader import channel
 
-            if channel.load_reply(self._receive(STARTUP_TIMEOUT, "the worker did not start")) != ("ready",):
+            if not isinstance(channel.read_reply(self._receive(STARTUP_TIMEOUT, "the worker did not start")),
+                              channel.Ready):
                 self._kill()
                 raise channel.ChannelError("the worker did not start cleanly")
             self._ready = True
-        return self._conn
 
     def _spawn(self) -> None:
-        import multiprocessing  # not torch's: spawning must not wait for this process to import torch
+        """A plain subprocess with a socket pair: it inherits no key and reaches no listener of ours."""
+        import pickle
+        import socket
+        import subprocess
 
-        from grader import worker
+        from grader import channel, worker
+        from grader.shared_tensors import CheckerTransport
 
-        context = multiprocessing.get_context("spawn")
-        self._conn, child_conn = context.Pipe()
-        self._process = context.Process(target=worker.serve, daemon=True,
-                                        args=(child_conn, self.spec, self.extra_sys_path, self.scratch))
-        self._process.start()
-        child_conn.close()
+        if self._transport is None:
+            self._transport = CheckerTransport()
+        self._sock, child = socket.socketpair()
+        fds = (child.fileno(), *self._transport.worker_fds())
+        try:
+            self._process = subprocess.Popen(worker.launch_argv(*fds), pass_fds=fds, stdin=subprocess.DEVNULL)
+        finally:
+            child.close()
+        setup = channel.Setup(self.spec, tuple(self.extra_sys_path), self.scratch)
+        channel.send_frame(self._sock, pickle.dumps(setup))
         self._ready = False
 
     def _kill(self):
@@ -388,11 +347,20 @@ class IsolatedImpl(Impl):
         if process is None:
             return None
         process.kill()
-        process.join(5)
-        return process.exitcode
+        try:
+            process.wait(5)
+        except Exception:  # noqa: BLE001 - unkillable (uninterruptible sleep): leave it to the runner
+            pass
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        return process.returncode
 
     def close(self) -> None:
         self._kill()  # nothing in the worker is worth a graceful exit; tearing down torch costs ~0.5 s
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
 
 
 def _called_name(kind, target, args) -> str:
@@ -415,18 +383,6 @@ def _refuse_hidden_test_function(fn) -> None:
     if HIDDEN_SUITE_DIR in Path(getattr(module, "__file__", None) or "").parts:
         raise TypeError(f"impl.run({getattr(fn, '__qualname__', fn)!r}): a function of a hidden test module "
                         "cannot run in the worker; move it to grader/scenarios/")
-
-
-def _clone_tensors(value):
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, (tuple, list)):
-        return type(value)(_clone_tensors(item) for item in value)
-    if isinstance(value, dict):
-        return {key: _clone_tensors(item) for key, item in value.items()}
-    return value
 
 
 def make_impl(name_or_path: str, *, isolated: bool, extra_sys_path=(), scratch=None) -> Impl:

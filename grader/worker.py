@@ -1,53 +1,67 @@
 """The worker: the only process that imports and runs the student's code.
 
-It serves requests from the checker over a pipe: call a module function, or run a harness function
-next to the student modules (`run`), each under the guards the checker asked for. Replies carry plain
-values and tensors (shared memory / CUDA IPC); the checker admits them through `grader.channel`.
-Nothing the worker says is trusted beyond what the checker can verify.
+The checker starts it as a plain subprocess (`launch_argv`) holding three descriptors: its end of a
+socket pair, and the two memory files tensors cross in (grader.shared_tensors). It inherits no key
+and no listener of the checker's. It serves requests over the socket: call a module function, or
+run a harness function next to the student modules (`run`), each under the guards the checker asked
+for (grader.guarded_call). Replies are JSON messages (grader.channel); nothing the worker says is
+trusted beyond what the checker can verify.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import socket
 import sys
 import traceback
+from pathlib import Path
 
 from grader.errors import not_implemented_cause
 
 MAX_TRACEBACK = 4000
 MEMORY_ENV = "GRADER_WORKER_MEMORY_MB"   # set by the runner; unset (a student's make test): no cap
+_LAUNCHER = "import sys; sys.path.insert(0, sys.argv[1]); from grader.worker import serve; serve(*sys.argv[2:])"
 
 
-def serve(conn, impl_spec, extra_sys_path, scratch) -> None:
-    """Entry point of the spawned worker process."""
+def launch_argv(channel_fd: int, arguments_fd: int, replies_fd: int) -> list[str]:
+    """The worker's command line: the grader's own folder first, so it is this grader that runs."""
+    grader_root = str(Path(__file__).resolve().parent.parent)
+    return [sys.executable, "-c", _LAUNCHER, grader_root, str(channel_fd), str(arguments_fd), str(replies_fd)]
+
+
+def serve(channel_fd, arguments_fd, replies_fd) -> None:
+    """Entry point of the worker process."""
     limit_memory(int(os.environ.get(MEMORY_ENV) or 0))
-    from grader import devices
+    from grader import channel, devices
 
+    sock = socket.socket(fileno=int(channel_fd))
+    import pickle
+
+    setup = pickle.loads(channel.recv_frame(sock))   # from the checker: trusted
     devices.configure()
-    import torch.multiprocessing  # noqa: F401 - replies carry tensors through shared memory / CUDA IPC
+    import torch  # noqa: F401 - imported before "ready": start-up is not the student's time
 
     from grader import timing
 
     timing.capture_device_sync()  # torch's own synchronize, kept before student code can rebind it
-    # A worker respawned mid-run inherits the checker's sys.path, where pytest put the hidden suite.
-    sys.path[:] = [p for p in sys.path if os.path.basename(os.path.normpath(p or ".")) != "tests_hidden"]
-    sys.path[:0] = [p for p in extra_sys_path if p not in sys.path]
-    if scratch:
-        os.makedirs(scratch, exist_ok=True)
-        os.chdir(scratch)
-    from grader.impl import Modules
 
-    modules = Modules(impl_spec)
-    conn.send(("ready",))
-    keep_alive = None  # the last reply's tensors: the checker maps their memory until it has cloned them
+    from grader.modules import Modules
+    from grader.shared_tensors import WorkerTransport
+
+    sys.path[:0] = [p for p in setup.extra_sys_path if p not in sys.path]
+    if setup.scratch:
+        os.makedirs(setup.scratch, exist_ok=True)
+        os.chdir(setup.scratch)
+    modules = Modules(setup.spec)
+    transport = WorkerTransport(int(arguments_fd), int(replies_fd))
+    channel.send_frame(sock, channel.dump_reply("ready"))
     while True:
         try:
-            request = conn.recv()
+            request = transport.load_request(channel.recv_frame(sock))
         except (EOFError, OSError):
             return  # the checker is done (it kills this process) or gone
-        keep_alive = _answer(conn, modules, request)  # noqa: F841 - held until the next request
-        if keep_alive[0] == "error" and keep_alive[4]:
+        if _answer(sock, transport, modules, request):
             return  # this process cannot run CUDA any more: the checker starts a fresh worker
 
 
@@ -62,51 +76,46 @@ def limit_memory(megabytes: int) -> None:
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
-def _answer(conn, modules, request):
-    kind, target, args, kwargs, rules = request
+def _answer(sock, transport, modules, request) -> bool:
+    """Run one request and send its reply; True when this worker's CUDA context is broken."""
+    from grader import channel
+    from grader.guarded_call import execute
+
     try:
-        result, claims = _execute(modules, kind, target, args, kwargs, rules)
-        reply = ("ok", result, claims)
+        result, claims = execute(modules, request.kind, request.target, request.args, request.kwargs,
+                                 (request.forbid, request.require_triton))
     except BaseException as error:  # anything the student's code raised, SystemExit included
         stub = not_implemented_cause(error)
         if stub is not None:  # also a stub kernel under Triton's interpreter, which wraps it
-            return _send(conn, ("not_implemented", str(stub), _tail(traceback.format_exc())))
+            channel.send_frame(sock, channel.dump_reply("not_done", message=str(stub),
+                                                        traceback=_tail(traceback.format_exc())))
+            return False
+        broken = _cuda_broken()
         message = str(error)[:2000] + _memory_cap_note(f"{type(error).__name__}: {error}")
-        # The last field: this worker's CUDA context is gone, so it exits after the reply.
-        reply = ("error", type(error).__name__, message, _tail(traceback.format_exc()), _cuda_broken())
-    return _send(conn, reply)
+        channel.send_frame(sock, channel.dump_reply("failed", type_name=type(error).__name__, message=message,
+                                                    traceback=_tail(traceback.format_exc()),
+                                                    cuda_broken=broken))
+        return broken
+    _deliver(sock, transport, result, claims)
+    return False
 
 
-def _send(conn, reply):
+def _deliver(sock, transport, result, claims) -> None:
+    """The result's tensors into buffers the checker allocates on request, then the value as JSON."""
+    from grader import channel
+
+    tensors: list = []
     try:
-        conn.send(reply)
-    except Exception as error:  # the result could not be sent (unpicklable object)
-        reply = ("error", "UnsendableResult", f"{type(error).__name__}: {error}", "", _cuda_broken())
-        conn.send(reply)
-    return reply
-
-
-def _execute(modules, kind, target, args, kwargs, rules):
-    from grader.guards import count_triton_launches, forbid_ops, runtime_forbidden
-
-    __tracebackhide__ = True  # noqa: F841 - in-process runs: pytest shows the student's frames only
-    forbid, require_triton = rules
-    result = None
-    with count_triton_launches() as launches, forbid_ops(runtime_forbidden(forbid, require_triton)) as hits:
-        try:
-            if kind == "call":
-                module_name, function_name = target
-                result = getattr(modules.load(module_name), function_name)(*args, **kwargs)
-            elif kind == "run":
-                result = target(modules, *args, **kwargs)
-            else:
-                raise ValueError(f"unknown request kind {kind!r}")
-            _synchronize()  # a kernel's fault (illegal address) surfaces here, as this call's error
-        except BaseException:
-            if not hits:
-                raise
-            # The forbidden op is the verdict, whatever the code did after the guard refused it.
-    return result, {"launches": launches.count, "forbidden": list(hits)}
+        value = channel.encode_value(result, tensors)
+    except channel.ChannelError as error:
+        channel.send_frame(sock, channel.dump_reply("refused", message=str(error)))
+        return
+    if tensors:
+        channel.send_frame(sock, channel.dump_reply("need_buffers", wanted=transport.wanted(tensors)))
+        answer = transport.load_request(channel.recv_frame(sock))
+        transport.fill(answer.placements, tensors)
+    channel.send_frame(sock, channel.dump_reply("ok", value=value, launches=int(claims["launches"]),
+                                                forbidden=[str(name) for name in claims["forbidden"]]))
 
 
 def _memory_cap_note(text: str) -> str:
@@ -118,17 +127,13 @@ def _memory_cap_note(text: str) -> str:
     return ""
 
 
-def _synchronize() -> None:
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-
-
 def _cuda_broken() -> bool:
     """After a CUDA fault (illegal address, launch failure) every later CUDA call in this process
     fails with the same error: only a new process gets a working context."""
+    from grader.guarded_call import synchronize
+
     try:
-        _synchronize()
+        synchronize()
     except Exception:  # noqa: BLE001 - any failure here means the context is gone
         return True
     return False

@@ -138,8 +138,6 @@ GALLERY_PERF = "softmax.gallery.perf"
 CHEAT_RATIO_TOLERANCE = 1.15
 
 HOLES = {  # attack -> why it still scores today (strict xfail: fixing the hole makes the test pass)
-    "code_in_checker_via_listener": "torch's CPU tensor sharing opens a listener in the checker that "
-                                    "unpickles what a holder of the worker's inherited authkey sends",
 }
 
 

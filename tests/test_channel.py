@@ -1,19 +1,18 @@
-"""The checker admits only plain values and exact tensors back from the worker, never code."""
+"""The checker admits only JSON messages back from the worker, never pickles or code, and tensors only
+as raw bytes in memory it laid out itself."""
 
 from __future__ import annotations
 
-import builtins
+import json
 import os
 import pickle
-import subprocess
-from collections import OrderedDict
 
 import pytest
 import torch
-import torch.multiprocessing  # noqa: F401 - registers the shared-memory tensor reductions
-from multiprocessing.reduction import ForkingPickler
 
-from grader.channel import ChannelError, load_reply, validate
+from grader import channel
+from grader.channel import ChannelError, encode_value, read_reply
+from grader.shared_tensors import CheckerTransport, WorkerTransport
 
 
 class LyingTensor(torch.Tensor):
@@ -33,109 +32,143 @@ class CallsOnUnpickle:
         return self.func, self.args
 
 
-def as_reply(value) -> bytes:
-    """Bytes exactly as the worker's Connection.send writes them."""
-    return bytes(ForkingPickler.dumps(value))
+@pytest.fixture
+def transports():
+    checker = CheckerTransport()
+    yield checker, WorkerTransport(*checker.worker_fds())
+    checker.close()
 
 
-def test_real_reply_with_shared_memory_tensor_loads():
-    sent = ("ok", torch.arange(6.0).reshape(2, 3), {"launches": 1, "forbidden": []})
-    status, tensor, claims = load_reply(as_reply(sent))
-    assert status == "ok" and claims == {"launches": 1, "forbidden": []}
-    assert torch.equal(tensor, sent[1])
+def round_trip(value, transports):
+    """What the checker gets back when the worker returns `value`, through both real sides."""
+    checker, worker = transports
+    tensors = []
+    encoded = encode_value(value, tensors)
+    if tensors:
+        wanted = read_reply(channel.dump_reply("need_buffers", wanted=worker.wanted(tensors))).wanted
+        placements = pickle.loads(pickle.dumps(checker.allocate(wanted)))
+        worker.fill(placements, tensors)
+    return read_reply(channel.dump_reply("ok", value=encoded, launches=1, forbidden=[]), checker).value
 
 
-def test_dtypes_and_sizes_load():
-    assert load_reply(as_reply((torch.bfloat16, torch.Size([2, 3])))) == (torch.bfloat16, torch.Size([2, 3]))
+def ok_with(value) -> bytes:
+    return channel.dump_reply("ok", value=value, launches=0, forbidden=[])
 
 
-@pytest.mark.parametrize("func", [os.system, builtins.eval, builtins.exec, subprocess.getoutput],
-                         ids=["os.system", "builtins.eval", "builtins.exec", "subprocess.getoutput"])
-def test_load_reply_refuses_code_execution(func, tmp_path):
-    marker = tmp_path / "pwned"
-    command = f"touch {marker}" if func in (os.system, subprocess.getoutput) else \
-        f"open({str(marker)!r}, 'w').close()"
-    with pytest.raises(ChannelError, match="does not accept"):
-        load_reply(pickle.dumps(("ok", CallsOnUnpickle(func, command), {})))
-    assert not marker.exists()
+def test_nested_values_and_tensors_come_back_as_plain_types(transports):
+    value = [torch.ones(2), {"lse": torch.zeros(3), "n": 3, "name": "x"}, (1.5, None, True, torch.float16),
+             torch.Size([2, 3]), torch.device("cpu"), float("nan")]
+    back = round_trip(value, transports)
+    assert type(back) is list and type(back[1]) is dict and type(back[2]) is tuple
+    assert torch.equal(back[0], torch.ones(2)) and torch.equal(back[1]["lse"], torch.zeros(3))
+    assert back[2] == (1.5, None, True, torch.float16) and back[3:5] == [torch.Size([2, 3]), torch.device("cpu")]
+    assert back[5] != back[5]
 
 
-def test_load_reply_refuses_a_tensor_subclass_class():
-    data = as_reply(("ok", torch.zeros(3).as_subclass(LyingTensor), {}))
-    with pytest.raises(ChannelError, match="_rebuild_from_type_v2|LyingTensor"):
-        load_reply(data)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool])
+def test_tensor_layouts_and_dtypes_survive(transports, dtype):
+    base = (torch.arange(60) % 7).to(dtype).reshape(3, 4, 5)
+    for tensor in (base, base.transpose(0, 2), base[:, 1::2, 2:], base[1:2].expand(4, 4, 5), base[:0]):
+        back = round_trip(tensor, transports)
+        assert back.dtype == dtype and back.shape == tensor.shape and back.stride() == tensor.stride()
+        assert torch.equal(back, tensor)
 
 
-def test_load_reply_refuses_a_parameter():
-    with pytest.raises(ChannelError, match="Parameter"):
-        load_reply(as_reply(torch.nn.Parameter(torch.zeros(2))))
+def test_arguments_cross_with_their_layout_and_the_worker_gets_a_copy(transports):
+    checker, worker = transports
+    mine = torch.arange(12.0).reshape(3, 4).t()
+    request = worker.load_request(checker.dump_request(channel.Call("call", ("m", "f"), (mine,), {}, (), False)))
+    theirs = request.args[0]
+    assert torch.equal(theirs, mine) and theirs.stride() == mine.stride()
+    theirs.fill_(99.0)
+    assert torch.equal(mine, torch.arange(12.0).reshape(3, 4).t())
 
 
-@pytest.mark.parametrize("data", [b"", b"\x80\x04garbage", b"\x00" * 64, pickle.dumps(("ok", 1, {}))[:-3]],
-                         ids=["empty", "garbage", "zeros", "truncated"])
-def test_load_reply_turns_corrupt_bytes_into_channel_error(data):
+def test_returned_tensors_belong_to_the_checker(transports):
+    checker, worker = transports
+    back = round_trip(torch.zeros(4), transports)
+    worker.replies.write(0, torch.ones(4))   # the worker writing into the reply memory afterwards
+    assert torch.equal(back, torch.zeros(4))
+
+
+@pytest.mark.parametrize("payload", [
+    pickle.dumps(("ok", CallsOnUnpickle(os.system, "touch {marker}"), {})),
+    pickle.dumps(CallsOnUnpickle(exec, "open({marker!r}, 'w').close()")),
+], ids=["os.system", "exec"])
+def test_pickles_are_never_unpickled(payload, tmp_path):
+    marker = str(tmp_path / "pwned")
+    data = payload.replace(b"{marker}", marker.encode()).replace(b"{marker!r}", repr(marker).encode())
     with pytest.raises(ChannelError, match="unreadable reply"):
-        load_reply(data)
+        read_reply(data)
+    assert not os.path.exists(marker)
 
 
-def test_validate_accepts_nested_tuples_lists_and_dicts_of_tensors():
-    value = ("ok", [torch.ones(2), {"lse": torch.zeros(3), "n": 3, "name": "x"}], (1.5, None, True,
-                                                                                   torch.float16))
-    copied = validate(value)
-    assert type(copied) is tuple and type(copied[1]) is list and type(copied[1][1]) is dict
-    assert torch.equal(copied[1][0], torch.ones(2))
-    assert copied[2] == (1.5, None, True, torch.float16)
+@pytest.mark.parametrize("data", [b"", b"\x80\x04garbage", b"\x00" * 64, b'{"kind": "ok", "val', b"[1, 2]",
+                                  b'{"kind": 3}', b"[" * 100_000], ids=["empty", "garbage", "zeros", "truncated",
+                                                                       "list", "kind", "deep"])
+def test_corrupt_bytes_are_a_channel_error(data):
+    with pytest.raises(ChannelError, match="unreadable reply"):
+        read_reply(data)
 
 
-def test_validate_returns_clones_the_sender_cannot_touch():
-    original = torch.zeros(4)
-    copied = validate({"o": original})["o"]
-    copied += 1
-    assert torch.equal(original, torch.zeros(4))
-    original -= 5  # and the other way round: the worker writing into its shared buffer later
-    assert torch.equal(copied, torch.ones(4))
+@pytest.mark.parametrize("message", [
+    {"kind": "ok", "value": {"object": "os.system"}, "launches": 0, "forbidden": []},
+    {"kind": "ok", "value": [1, 2], "launches": 0, "forbidden": []},
+    {"kind": "ok", "value": 1, "launches": -1, "forbidden": []},
+    {"kind": "ok", "value": {"dtype": "not_a_dtype"}, "launches": 0, "forbidden": []},
+    {"kind": "ok", "value": {"device": "cuda; rm -rf /"}, "launches": 0, "forbidden": []},
+    {"kind": "ok", "value": {"dict": [[1, 2]]}, "launches": 0, "forbidden": []},
+    {"kind": "failed", "type_name": "X", "message": {"not": "text"}, "traceback": "", "cuda_broken": False},
+    {"kind": "failed", "type_name": "X", "message": "m", "traceback": "", "cuda_broken": "yes"},
+    {"kind": "need_buffers", "wanted": [["cpu", "float32", -5]]},
+    {"kind": "pickle", "data": "gASV"},
+], ids=["unknown-tag", "untagged-list", "negative-count", "dtype", "device", "int-key", "message-object",
+        "flag", "negative-buffer", "unknown-kind"])
+def test_malformed_messages_are_refused(message):
+    with pytest.raises(ChannelError, match="malformed|does not accept"):
+        read_reply(json.dumps(message).encode())
 
 
-def test_validate_detaches_gradients():
-    assert not validate(torch.ones(2, requires_grad=True)).requires_grad
+def test_errors_come_back_as_text():
+    reply = read_reply(channel.dump_reply("failed", type_name="ValueError", message="bad shape",
+                                          traceback="Traceback ...", cuda_broken=False))
+    assert reply == channel.Failed("ValueError", "bad shape", "Traceback ...", False)
 
 
-def test_validate_refuses_tensor_subclasses():
+@pytest.mark.parametrize("tensor", [[5, [2], [1]], [0, [100], [1]], [0, [2, 2], [4, 1]]],
+                         ids=["unallocated-buffer", "too-long", "strides-past-the-end"])
+def test_tensor_references_outside_the_checkers_buffers_are_refused(transports, tensor):
+    checker, _ = transports
+    checker.allocate([("cpu", torch.float32, 4)])
+    with pytest.raises(ChannelError, match="did not allocate|does not fit"):
+        read_reply(ok_with({"tensor": tensor}), checker)
+
+
+def test_reply_memory_shrunk_by_the_worker_is_a_channel_error(transports):
+    checker, worker = transports
+    checker.allocate([("cpu", torch.float32, 4)])
+    os.ftruncate(worker.replies.fd, 0)
+    with pytest.raises(ChannelError, match="outside the reply memory"):
+        read_reply(ok_with({"tensor": [0, [4], [1]]}), checker)
+
+
+def test_encoder_refuses_tensor_subclasses_and_objects():
     with pytest.raises(ChannelError, match="LyingTensor, a tensor subclass"):
-        validate(("ok", [torch.zeros(2).as_subclass(LyingTensor)]))
+        encode_value([torch.zeros(2).as_subclass(LyingTensor)], [])
     with pytest.raises(ChannelError, match="Parameter"):
-        validate(torch.nn.Parameter(torch.zeros(2)))
-
-
-def test_validate_refuses_non_string_dict_keys():
+        encode_value(torch.nn.Parameter(torch.zeros(2)), [])
+    for value in (object(), CallsOnUnpickle(print), lambda: 1, {1, 2}, b"bytes", 1 + 2j):
+        with pytest.raises(ChannelError, match="only tensors, numbers, strings"):
+            encode_value(value, [])
     with pytest.raises(ChannelError, match="non-string keys"):
-        validate({0: torch.zeros(1)})
+        encode_value({0: 1}, [])
 
 
-@pytest.mark.parametrize("value", [object(), OrderedDict(a=1), CallsOnUnpickle(print), lambda: 1,
-                                   {1, 2}, b"bytes", 1 + 2j],
-                         ids=["object", "OrderedDict", "custom", "lambda", "set", "bytes", "complex"])
-def test_validate_refuses_objects(value):
-    with pytest.raises(ChannelError, match="only tensors, numbers, strings"):
-        validate(("ok", value))
-
-
-def test_validate_refuses_subclasses_of_plain_types():
-    class Always(float):
-        def __eq__(self, other):
-            return True
-
-    class LyingStr(str):
-        pass
-
-    for value in (Always(1.0), LyingStr("passed")):
-        with pytest.raises(ChannelError):
-            validate(value)
-
-
-def test_validate_refuses_deep_nesting():
-    value = torch.zeros(1)
+def test_deep_nesting_is_refused_both_ways():
+    value, encoded = 0, 0
     for _ in range(20):
-        value = [value]
+        value, encoded = [value], {"list": [encoded]}
     with pytest.raises(ChannelError, match="nested too deeply"):
-        validate(value)
+        encode_value(value, [])
+    with pytest.raises(ChannelError, match="nested too deeply"):
+        read_reply(ok_with(encoded))

@@ -133,6 +133,11 @@ FAKE_SOFTMAX = textwrap.dedent('''
                 pass
 
 
+    def authkey(x):
+        import multiprocessing
+        return bytes(multiprocessing.current_process().authkey).hex()
+
+
     def garbage_then_answer(x):
         _write_to_channel(struct.pack("!i", 8) + b"GARBAGE!")
         return x * 2
@@ -373,9 +378,19 @@ def test_isolated_object_reply_is_refused(isolated):
         isolated.softmax.returns_object(torch.zeros(2))
 
 
-def test_isolated_unpicklable_reply_is_a_student_error(isolated):
-    with pytest.raises(StudentCodeError, match="UnsendableResult"):
+def test_isolated_function_reply_is_refused(isolated):
+    with pytest.raises(ChannelError, match="returned a function"):
         isolated.softmax.returns_lambda(torch.zeros(2))
+
+
+def test_isolated_worker_holds_no_key_of_the_checker_and_the_checker_opens_no_listener(isolated):
+    """torch's CPU tensor sharing used to open a listener here that unpickles what a key holder sends."""
+    import multiprocessing
+    from multiprocessing import resource_sharer
+
+    isolated.softmax.ok(torch.zeros(3))
+    assert isolated.softmax.authkey(torch.zeros(1)) != bytes(multiprocessing.current_process().authkey).hex()
+    assert resource_sharer._resource_sharer._listener is None
 
 
 def test_isolated_checker_never_imports_the_submission(isolated):

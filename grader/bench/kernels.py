@@ -44,7 +44,7 @@ class LocalImpl:
 
     def __init__(self, name_or_path: str):
         from grader.errors import GraderError
-        from grader.impl import Modules, resolve
+        from grader.modules import Modules, resolve
 
         self.label = name_or_path
         try:
