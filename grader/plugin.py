@@ -127,9 +127,13 @@ def pytest_collection_modifyitems(session, config, items):
 
 def pytest_collection_finish(session):
     """Grading: every hidden test module is in memory now, so their disposable copy is emptied before
-    any student code runs (the worker imports the student's modules on its first call, in a test)."""
+    any student code runs (the worker imports the student's modules on its first call, in a test),
+    and no folder student code can write stays on this process's import path (grader.import_path)."""
     if session.config.getoption("--isolate"):
         disposable.empty_named_copy()
+        from grader import import_path
+
+        import_path.seal({str(Path(str(item.path)).parent) for item in session.items})
 
 
 def _environment(policy) -> dict:

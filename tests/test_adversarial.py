@@ -29,7 +29,7 @@ import pytest
 import torch
 
 from grader.grade import checking_run, runner
-from grader.grade import sandbox
+from grader.grade import containment, sandbox
 
 GALLERY = Path(__file__).resolve().parent / "submissions"
 SUITE = GALLERY / "_suite"
@@ -60,6 +60,9 @@ def bubblewrap_works() -> bool:
 
 
 SANDBOXED = bubblewrap_works()
+CONTAINED = SANDBOXED or containment.works(containment.find_unshare())
+needs_containment = pytest.mark.skipif(not CONTAINED, reason="neither bubblewrap nor unshare's pid and mount "
+                                       "namespaces work here: nothing holds a submission's processes")
 needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason="bubblewrap missing or unusable here: graded "
                                    "without a sandbox, which does not contain the filesystem, network or "
                                    "processes")
@@ -124,6 +127,9 @@ EXPECTED = {
     "wrong_lse_masked_row": Expect(zero=(MASKED,), kept=SOFTMAX_ALL + (MATMUL,), message=r"lse = m \+ log l mismatch"),
     "hung_kernel": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL, message=r"did not return within \d+ s"),
     "code_in_checker_via_listener": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"mismatch"),
+    "kill_the_grader": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
+    "host_tmp_files": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
+    "planted_stdlib_modules": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL, message=r"mismatch"),
     "oob_kernel_write": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL + (ATTENTION,),
                                message=r"illegal memory access.*fresh process"),
     # timing cheats: correct code, so every correctness check is kept; their perf ratio is judged by
@@ -279,10 +285,10 @@ def grade_gallery(root: Path, names: list[str], gpus: str, call_timeout: str, ba
         secret.unlink()
         unmasked.unlink(missing_ok=True)
     survivors = processes_with(f"gallery-orphan-{token}")
-    on_host = [str(p) for folder in (Path("/var/tmp"), Path("/tmp"))
+    on_host = [str(p) for folder in (Path("/var/tmp"), Path("/tmp"), Path("/dev/shm"))
                for p in folder.glob(f"gallery-escape-{token}-*")]
     yield {"root": root, "out": root / "out", "status": status, "token": token, "before": before,
-           "names": names, "escaped": escaped + on_host, "survivors": survivors, "received": listener.received}
+           "names": names, "escaped": escaped + on_host, "on_host": on_host, "survivors": survivors, "received": listener.received}
     for pid in survivors:            # started by this test's submissions: end them by id
         try:
             os.kill(pid, 9)
@@ -413,9 +419,19 @@ def test_inputs_and_the_suite_are_unchanged(batch):
         assert tree_digest(batch["root"] / name) == digest, f"{name} changed during grading"
 
 
-@needs_sandbox
+@needs_containment
 def test_no_process_of_a_submission_survives(batch):
     assert batch["survivors"] == []
+
+
+@needs_containment
+def test_no_file_is_left_in_the_hosts_tmp_or_shm(batch):
+    assert [p for p in batch["on_host"] if p.startswith(("/tmp/", "/dev/shm/"))] == []
+
+
+def test_the_grader_survives_a_submission_that_tries_to_kill_it(batch):
+    """Reaching this test at all means the runner (this process) was not killed mid-batch."""
+    assert result_of(batch, "kill_the_grader")["status"] == "graded"
 
 
 @needs_sandbox
@@ -452,6 +468,14 @@ def test_hidden_tests_do_not_reach_the_students_report(batch):
 def test_files_private_to_the_grading_user_do_not_reach_the_report(batch):
     report = (batch["out"] / "read_host_secrets" / "report.html").read_text()
     assert f"GALLERY-HOST-SECRET-{batch['token']}" not in report
+
+
+def test_the_checker_never_imports_a_planted_module(batch):
+    """Planted stdlib-named modules print this sentinel when a checker (not the worker) imports them.
+    Without a sandbox the worker can write its own checker tree (SECURITY.md), but never another's."""
+    logs = {name: (batch["out"] / name / "log.txt").read_text() for name in batch["names"]}
+    importers = [name for name, log in logs.items() if "GALLERY-PLANTED-MODULE-IMPORTED-BY-THE-CHECKER" in log]
+    assert importers == ([] if SANDBOXED else [name for name in importers if name == "planted_stdlib_modules"])
 
 
 def test_channel_garbage_is_refused_not_run_by_the_checker(batch):

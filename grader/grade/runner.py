@@ -34,7 +34,7 @@ import click
 import grader
 from grader import disposable, gpu_lock, layout, worker
 from grader.errors import BadSubmission, GraderError
-from grader.grade import preflight, sandbox, submission
+from grader.grade import containment, preflight, sandbox, submission
 from grader.grade.checking_run import (CHECKER_LAUNCHER, BoundedLog, classify_exit, drain, drain_fd, gpu_name_of,
                                        importable, kill_group, warm_checker_tree)
 from grader.points import POINTS_DIR, load_points
@@ -259,6 +259,10 @@ class Batch:
         self.python_paths = sandbox.python_paths(exclude=[settings.submissions.resolve(), settings.out.resolve()])
         self.not_run_here: frozenset[str] = frozenset()   # from the preflight: never in anyone's max
         self.batch_maximum: float | None = None
+        # Without bubblewrap, pid and mount namespaces still hold each run (grader.grade.containment).
+        self.unshare = None if self.bwrap else containment.find_unshare()
+        if self.unshare and not containment.works(self.unshare):
+            self.unshare = None
         self.stopping = threading.Event()        # set on Ctrl-C: runs killed now are not graded
 
     def run(self) -> int:
@@ -275,6 +279,9 @@ class Batch:
         if settings.sandbox and not self.bwrap:
             self.say("bubblewrap (bwrap) not found: grading WITHOUT a sandbox "
                      "(apt-get install bubblewrap, or pass --no-sandbox to silence this)")
+        if not self.bwrap and not self.unshare:
+            self.say("unshare cannot create pid and mount namespaces here: processes a submission leaves "
+                     "behind, and its files in /tmp and /dev/shm, may outlive its grading")
         try:
             if sources:
                 self.preflight()
@@ -391,7 +398,7 @@ class Batch:
     def finish(self, source, result, scratch, begin, log) -> str:
         result["timing"]["total_s"] = round(time.perf_counter() - begin, 3)
         write_submission_outputs(self.settings.out / source.id, result, log)
-        shutil.rmtree(scratch, ignore_errors=True)
+        _remove_tree(scratch)
         score = result["score"]
         return f"{result['status']} {points_text(score['earned'])}/{points_text(score['possible'])}"
 
@@ -416,15 +423,18 @@ class Batch:
         lock_fds = gpu_lock.open_for_child(self.scratch_root / "gpu-locks", slot) if slot is not None else ()
         lock_env = {gpu_lock.FDS_ENV: gpu_lock.env_value(lock_fds)} if lock_fds else {}
         launch = sandbox.build_launch(
-            command, scratch=scratch, checker_root=self.checker_root,
+            command, scratch=scratch, checker_root=self.checker_tree_for(scratch),
             gpus=[slot] if slot is not None else ([] if not self.settings.gpu_mode else None),
             sandbox=self.settings.sandbox, bwrap=self.bwrap, base_env=dict(os.environ),
             masked=self.masked_paths(), device_nodes=sandbox.gpu_device_nodes(),
             keep_visible=self.python_paths, disposable_copy=self.disposable_hidden_suite(scratch),
             extra_env={worker.MEMORY_ENV: str(self.settings.worker_memory_mb), **lock_env})
+        argv = launch.argv
+        if not launch.sandboxed and self.unshare:
+            argv = containment.wrap(argv, self.unshare, keep=self.scratch_root)
         start = time.perf_counter()
         try:
-            process = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL,
+            process = subprocess.Popen(argv, env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL,
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                        pass_fds=(write_end, *lock_fds), start_new_session=True)
         except OSError as error:
@@ -471,6 +481,18 @@ class Batch:
         if not self.settings.perf:
             command += ["-m", "not perf"]
         return command
+
+    def checker_tree_for(self, scratch: Path) -> Path:
+        """Sandboxed runs share the read-only checker tree. Without a sandbox the worker can write it
+        (as root, or by chmod as its owner): each run gets its own copy, so what one submission plants
+        there reaches no other submission's checking run."""
+        if self.settings.sandbox and self.bwrap:
+            return self.checker_root
+        private = scratch / "checker"
+        shutil.copytree(self.checker_root, private, symlinks=True)
+        for path in (private, *(p for p in private.rglob("*") if p.is_dir() and not p.is_symlink())):
+            path.chmod(0o755)   # so that removing the scratch removes it
+        return private
 
     def disposable_hidden_suite(self, scratch: Path) -> tuple[Path, Path] | None:
         """(this run's own copy of the hidden suite, the checker-tree folder it covers) when sandboxed:

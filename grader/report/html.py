@@ -45,7 +45,10 @@ def _not_run_checks(result: dict) -> list[str]:
 
 
 def _environment_rows(result: dict) -> list[tuple[str, str]]:
-    rows = [("device", result.get("device") or "-"), ("sandbox", result.get("sandbox", "-")),
+    sandbox = result.get("sandbox", "-")
+    if sandbox == "none":   # said plainly: this grade's student code could reach what the grader could
+        sandbox = "NONE: graded unsandboxed (student code could read and write what the grading user can)"
+    rows = [("device", result.get("device") or "-"), ("sandbox", sandbox),
             ("suite", result.get("suite", "-")), ("grader", result.get("grader_version", "-")),
             ("graded at", result.get("graded_at", "-"))]
     rows += [(str(k), str(v)) for k, v in sorted((result.get("environment") or {}).items())]
