@@ -62,7 +62,7 @@ class HostFile:
 
     @classmethod
     def create(cls, name: str) -> "HostFile":
-        return cls(os.memfd_create(name, 0))   # inheritable on purpose: passed to the worker by number
+        return cls(os.memfd_create(name, os.MFD_CLOEXEC))   # the worker gets it through pass_fds only
 
     def resize(self, nbytes: int) -> None:
         os.ftruncate(self.fd, 0)               # drops the previous call's pages

@@ -133,6 +133,10 @@ FAKE_SOFTMAX = textwrap.dedent('''
                 pass
 
 
+    def transposed(x):
+        return x.t()
+
+
     def authkey(x):
         import multiprocessing
         return bytes(multiprocessing.current_process().authkey).hex()
@@ -381,6 +385,14 @@ def test_isolated_object_reply_is_refused(isolated):
 def test_isolated_function_reply_is_refused(isolated):
     with pytest.raises(ChannelError, match="returned a function"):
         isolated.softmax.returns_lambda(torch.zeros(2))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="CUDA IPC needs a GPU"))])
+def test_isolated_views_cross_both_ways_with_their_layout(isolated, device):
+    x = torch.arange(12.0, device=device).reshape(3, 4)[:, 1:]
+    back = isolated.softmax.transposed(x)
+    assert back.device.type == device and back.stride() == x.t().stride() and torch.equal(back, x.t())
 
 
 def test_isolated_worker_holds_no_key_of_the_checker_and_the_checker_opens_no_listener(isolated):
