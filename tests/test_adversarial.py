@@ -28,8 +28,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.grade import checking_run, runner
-from grader.grade import containment, sandbox
+from grader.grade import checking_run, containment, runner, sandbox
 
 GALLERY = Path(__file__).resolve().parent / "submissions"
 SUITE = GALLERY / "_suite"
@@ -288,7 +287,8 @@ def grade_gallery(root: Path, names: list[str], gpus: str, call_timeout: str, ba
     on_host = [str(p) for folder in (Path("/var/tmp"), Path("/tmp"), Path("/dev/shm"))
                for p in folder.glob(f"gallery-escape-{token}-*")]
     yield {"root": root, "out": root / "out", "status": status, "token": token, "before": before,
-           "names": names, "escaped": escaped + on_host, "on_host": on_host, "survivors": survivors, "received": listener.received}
+           "names": names, "escaped": escaped + on_host, "on_host": on_host, "survivors": survivors,
+           "received": listener.received}
     for pid in survivors:            # started by this test's submissions: end them by id
         try:
             os.kill(pid, 9)

@@ -1,10 +1,11 @@
 # target: matmul
-"""Cheat (issue 14, hole 2): a wrong matmul (the first module the suite calls), plus, at import, modules named after the standard
-library (hmac.py, json.py, ..., and mpmath.py, which torch imports late) planted in every folder this process can write that the checker might
-import from: the working folder, TMPDIR, HOME, the submission folder, the hidden suite's disposable
-copy and the checker tree itself. Each one loads the real module (so nothing breaks), and when it
-finds itself imported by the checker (grader.plugin is loaded there, not in the worker) it prints a
-sentinel and disables the suite's comparisons. The checker must never import any of them."""
+"""Cheat (issue 14, hole 2): a wrong matmul (the first module the suite calls), plus, at import,
+modules named after the standard library (hmac.py, json.py, ..., and mpmath.py, which torch imports
+late) planted in every folder this process can write that the checker might import from: the working
+folder, TMPDIR, HOME, the submission folder, the hidden suite's disposable copy and the checker tree
+itself. Each one loads the real module (so nothing breaks), and when it finds itself imported by the
+checker (grader.plugin is loaded there, not in the worker) it prints a sentinel and disables the
+suite's comparisons. The checker must never import any of them."""
 import os as _os
 import sys as _sys
 
