@@ -16,9 +16,7 @@ import socket
 import struct
 from dataclasses import dataclass
 
-import torch
-
-from grader.shared_tensors import DTYPES, MAX_DIMS, TransportError, dtype_name, parse_device
+from grader.shared_tensors import MAX_DIMS, TransportError, dtype_name, dtypes, parse_device
 
 FRAME = struct.Struct("!i")
 MAX_REPLY_FRAME = 64 << 20        # bytes of JSON per reply: values and tensor metadata, not tensor data
@@ -129,6 +127,8 @@ def dump_reply(kind: str, **fields) -> bytes:
 
 def encode_value(value, tensors: list, depth: int = 0):
     """Worker side: `value` as JSON-able data; its tensors are appended to `tensors` for the buffers."""
+    import torch
+
     if depth > MAX_DEPTH:
         raise ChannelError("reply nested too deeply")
     if type(value) is torch.Tensor:
@@ -192,7 +192,7 @@ def _need_buffers(message, transport):
     wanted = message["wanted"]
     if type(wanted) is not list:
         raise TypeError("wanted")
-    return NeedBuffers([(parse_device(device), DTYPES[dtype], _count(count))
+    return NeedBuffers([(parse_device(device), dtypes()[dtype], _count(count))
                         for device, dtype, count in wanted])
 
 
@@ -222,6 +222,8 @@ _READERS = {
 
 
 def _decode(node, transport, depth: int):
+    import torch
+
     if depth > MAX_DEPTH:
         raise ChannelError("reply nested too deeply")
     if node is None or type(node) in (bool, int, float, str):
@@ -238,7 +240,7 @@ def _decode(node, transport, depth: int):
             raise TypeError(tag)
         return {_text(key): _decode(item, transport, depth + 1) for key, item in body}
     if tag == "dtype":
-        return DTYPES[body]
+        return dtypes()[body]
     if tag == "device":
         return torch.device(parse_device(body))
     if tag == "size":

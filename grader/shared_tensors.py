@@ -15,18 +15,26 @@ non-contiguous layouts arrive as they were. The metadata of replies travels as J
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import os
 import pickle
 import re
 
-import torch
-
-DTYPES = {str(value).removeprefix("torch."): value for value in vars(torch).values()
-          if isinstance(value, torch.dtype)}
+# torch is imported inside the functions: the checker creates the memory files before it spawns the
+# worker, which the plugin does before this process imports torch, so both imports overlap.
 MAX_DIMS = 16
 MAX_REPLY_HOST_BYTES = int(os.environ.get("GRADER_MAX_REPLY_BYTES", str(16 << 30)))
 _DEVICE = re.compile(r"cpu|cuda(:\d{1,2})?")
+
+
+@functools.cache
+def dtypes() -> dict:
+    """torch's dtypes by name ("float32", "bfloat16", ...): the only dtypes a reply may name."""
+    import torch
+
+    return {str(value).removeprefix("torch."): value for value in vars(torch).values()
+            if isinstance(value, torch.dtype)}
 
 
 class TransportError(Exception):
@@ -46,6 +54,8 @@ def span(shape, stride) -> int:
 
 def flat_span(tensor: torch.Tensor) -> torch.Tensor:
     """The storage elements `tensor` reaches, as a 1-D contiguous tensor on its device (a view)."""
+    import torch
+
     count = span(tensor.shape, tensor.stride())
     return torch.as_strided(tensor, (count,), (1,), tensor.storage_offset())
 
@@ -81,6 +91,8 @@ class HostFile:
 
     def read(self, offset: int, count: int, dtype: torch.dtype) -> torch.Tensor:
         """`count` elements at byte `offset`, copied into a fresh tensor of this process."""
+        import torch
+
         out = torch.empty(count, dtype=dtype)
         nbytes = count * out.element_size()
         if offset < 0 or offset + nbytes > self.size():
@@ -120,7 +132,7 @@ class CheckerTransport:
     def __init__(self):
         self.arguments = HostFile.create("grader-arguments")
         self.replies = HostFile.create("grader-replies")
-        self._keep: list[torch.Tensor] = []          # CUDA memory the worker may have open this call
+        self._keep: list = []          # CUDA memory the worker may have open this call
         self._buffers: list[tuple[str, torch.dtype, int, object]] = []   # (device, dtype, count, where)
 
     def worker_fds(self) -> tuple[int, int]:
@@ -128,6 +140,8 @@ class CheckerTransport:
 
     def dump_request(self, request) -> bytes:
         """Pickle a request for the worker, each tensor replaced by where its data was laid out."""
+        import torch
+
         import io
 
         laid_out = []
@@ -149,6 +163,8 @@ class CheckerTransport:
         return stream.getvalue()
 
     def _lay_out(self, tensor: torch.Tensor, laid_out: list):
+        import torch
+
         meta = (dtype_name(tensor.dtype), tuple(tensor.shape), tuple(tensor.stride()))
         flat = flat_span(tensor)
         if tensor.device.type == "cuda":
@@ -161,6 +177,8 @@ class CheckerTransport:
 
     def allocate(self, wanted) -> list[tuple]:
         """Buffers for the reply's tensors, as the worker asked: [(device, dtype name, elements)]."""
+        import torch
+
         self._buffers = []
         placements, offset = [], 0
         for device, dtype, count in wanted:
@@ -208,6 +226,8 @@ class CheckerTransport:
 
 
 def parse_device(text) -> str:
+    import torch
+
     if not (type(text) is str and _DEVICE.fullmatch(text)):
         raise TransportError(f"reply buffer on device {text!r}, which the checker does not accept")
     if text.startswith("cuda") and not torch.cuda.is_available():
@@ -241,7 +261,7 @@ class WorkerTransport:
         if kind == "cuda":
             flat = _cuda_open(pid[2])
         else:
-            flat = self.arguments.read(pid[2], pid[3], DTYPES[dtype])
+            flat = self.arguments.read(pid[2], pid[3], dtypes()[dtype])
         return flat.as_strided(shape, stride, 0)
 
     @staticmethod
@@ -250,6 +270,8 @@ class WorkerTransport:
 
     def fill(self, placements, tensors) -> None:
         """Write each tensor's storage span where the checker placed its buffer."""
+        import torch
+
         for placement, tensor in zip(placements, tensors):
             flat = flat_span(tensor.detach())
             if placement[0] == "host":

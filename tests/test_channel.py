@@ -172,3 +172,14 @@ def test_deep_nesting_is_refused_both_ways():
         encode_value(value, [])
     with pytest.raises(ChannelError, match="nested too deeply"):
         read_reply(ok_with(encoded))
+
+
+def test_spawning_side_imports_no_torch():
+    """The plugin spawns the worker before the checker imports torch, so both imports overlap."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from grader import channel, impl, shared_tensors; shared_tensors.CheckerTransport(); "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr
