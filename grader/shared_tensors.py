@@ -20,6 +20,10 @@ import math
 import os
 import pickle
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 # torch is imported inside the functions: the checker creates the memory files before it spawns the
 # worker, which the plugin does before this process imports torch, so both imports overlap.
@@ -140,9 +144,9 @@ class CheckerTransport:
 
     def dump_request(self, request) -> bytes:
         """Pickle a request for the worker, each tensor replaced by where its data was laid out."""
-        import torch
-
         import io
+
+        import torch
 
         laid_out = []
 
@@ -163,8 +167,6 @@ class CheckerTransport:
         return stream.getvalue()
 
     def _lay_out(self, tensor: torch.Tensor, laid_out: list):
-        import torch
-
         meta = (dtype_name(tensor.dtype), tuple(tensor.shape), tuple(tensor.stride()))
         flat = flat_span(tensor)
         if tensor.device.type == "cuda":
