@@ -19,7 +19,6 @@ from pathlib import Path
 
 from grader import gpu_lock
 from grader.modules import MODULES, ImplSpec, ModuleMissing, Modules, resolve
-from grader.modules import REPO_ROOT, SUBMISSION_PACKAGE  # noqa: F401 - where callers and tests look for them
 
 DEFAULT_CALL_TIMEOUT = float(os.environ.get("GRADER_CALL_TIMEOUT", "300"))
 STARTUP_TIMEOUT = 120.0

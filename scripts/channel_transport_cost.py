@@ -17,7 +17,8 @@ from pathlib import Path
 
 import torch
 
-from grader.impl import IsolatedImpl, resolve
+from grader.impl import IsolatedImpl
+from grader.modules import resolve
 
 ECHO = "def echo(*tensors):\n    return [t.clone() for t in tensors]\n"
 

@@ -21,8 +21,9 @@ import pytest
 import torch
 
 from grader import disposable
-from grader.impl import InProcessImpl, IsolatedImpl, resolve
 from grader.grade.runner import Settings, build_checker_tree
+from grader.impl import InProcessImpl, IsolatedImpl
+from grader.modules import resolve
 
 REPO = Path(__file__).resolve().parent.parent
 

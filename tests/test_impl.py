@@ -14,7 +14,8 @@ import torch
 
 from grader.channel import ChannelError
 from grader.guards import MATMUL_OPS, ForbiddenOpError
-from grader.impl import REPO_ROOT, InProcessImpl, IsolatedImpl, ModuleMissing, RuleViolation, StudentCodeError, resolve
+from grader.impl import InProcessImpl, IsolatedImpl, RuleViolation, StudentCodeError
+from grader.modules import REPO_ROOT, ModuleMissing, resolve
 from grader.testing import raises_from_student
 
 FAKE_SOFTMAX = textwrap.dedent('''
