@@ -62,6 +62,7 @@ import math
 import os
 import random
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -90,6 +91,8 @@ L2_FLUSH_BYTES = 256 << 20     # what do_bench zeroes between calls: larger than
 SYNC_SPAN_MS = 20.0            # time spent on calls closed by a device-wide synchronize
 MAX_SYNC_CALLS = 200
 SYNC_SLACK = 1.1               # graded time >= time to a device-wide synchronize / SYNC_SLACK
+SYNC_AGREE = 1.05              # a pass within this factor of the event timing needs no second look
+SYNC_PASSES = 3
 RAMP_MS = 150.0
 MAX_FRESH_CALLS = 200
 MAX_FRESH_WARMUP_CALLS = 50
@@ -147,6 +150,8 @@ def time_kernel(modules, target: str, inputs: tuple, warmup_ms: float = DEFAULT_
 
     milliseconds = fresh_bench(timed, refresh, warmup_ms, rep_ms)
     synced = synced_call_ms(timed, refresh, milliseconds)
+    if os.environ.get("GRADER_TIMING_DEBUG"):   # staff diagnosis: which of the two measures decides
+        print(f"timing {target}: events {milliseconds:.4f} ms, to a device sync {synced} ms", file=sys.stderr)
     if synced is not None:
         milliseconds = max(milliseconds, synced / SYNC_SLACK)
     device_synchronize()           # the output is complete on every stream before it leaves
@@ -224,7 +229,16 @@ def synced_call_ms(call, refresh, per_call_ms: float) -> float | None:
             samples.append(start.elapsed_time(end))
         return statistics.median(samples)
 
-    return max(0.0, median_ms(call, refresh) - median_ms(lambda: None, lambda: None))
+    empty = median_ms(lambda: None, lambda: None)
+    # A pass that disagrees with the event timing is measured again and the quickest pass kept: on the
+    # H200 a worker's first pass ran ~40% slow while later ones matched the events to 2%, whereas work
+    # hidden on a side stream shows in every pass.
+    best = math.inf
+    for _ in range(SYNC_PASSES):
+        best = min(best, max(0.0, median_ms(call, refresh) - empty))
+        if best <= per_call_ms * SYNC_AGREE:
+            break
+    return best
 
 
 def _timing_event():

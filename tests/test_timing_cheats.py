@@ -126,7 +126,7 @@ def test_work_hidden_from_the_timed_stream_is_counted_by_the_synchronised_span(c
     monkeypatch.setattr(timing, "_timing_event", Event)
     modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
     result = measure(clock, modules)
-    assert result.claimed_ms >= 2.0 / timing.SYNC_SLACK
+    assert result.claimed_ms >= 2.0 / timing.SYNC_SLACK - 1e-9     # the fake clock rounds
 
 
 def test_the_device_synchronize_is_kept_from_before_student_code_rebinds_it(monkeypatch):
