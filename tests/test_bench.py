@@ -202,7 +202,7 @@ def ok_result(ratio, check="demo.perf.speed"):
 
 
 def test_ladder_is_point_7_85_95_of_the_reference_ratio():
-    assert bench.ladder_for(0.9) == {"pass": 0.63, "good": 0.765, "excellent": 0.81, "reference_ratio": 0.9}
+    assert bench.ladder_for(0.9) == {"pass": 0.585, "good": 0.72, "excellent": 0.81, "reference_ratio": 0.9}
 
 
 def test_reference_ratio_is_the_lowest_case_of_a_check():
@@ -221,13 +221,13 @@ def test_calibration_writes_only_declared_checks_and_keeps_other_models(tmp_path
     data = json.loads(calibration.read_text())
     assert set(data) == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}
     ladder = load_points(points_dir, calibration, gpu_name="NVIDIA H200").checks["demo.perf.speed"].ladder
-    assert (ladder.passing, ladder.good, ladder.excellent, ladder.source) == (0.63, 0.765, 0.81, "NVIDIA H200")
+    assert (ladder.passing, ladder.good, ladder.excellent, ladder.source) == (0.585, 0.72, 0.81, "NVIDIA H200")
 
 
 def test_ladder_display_shows_old_and_new(points_dir, tmp_path):
     points = load_points(points_dir, tmp_path / "none.json", gpu_name="NVIDIA H200")
     text = bench.format_ladders("NVIDIA H200", points, {"demo.perf.speed": bench.ladder_for(0.9)})
-    assert "0.500 / 0.700 / 0.850 (default) -> 0.630 / 0.765 / 0.810" in text
+    assert "0.500 / 0.700 / 0.850 (default) -> 0.585 / 0.720 / 0.810" in text
 
 
 def test_table_lists_ratio_level_and_missing_kernels(points_dir, tmp_path):

@@ -25,7 +25,10 @@ elif "# ---- attack:" in _pathlib.Path(__file__).read_text():
     _guards.forbid_ops = _forbid_nothing
     _guards.count_triton_launches = _claim_a_launch
     _own = _pathlib.Path(__file__)
-    _own.write_text(_own.read_text().split("# ---- attack:")[0])
+    try:
+        _own.write_text(_own.read_text().split("# ---- attack:")[0])
+    except OSError:   # a read-only scratch (the sandbox) stops the rewrite itself; the rest still runs
+        pass
 
 
 def softmax_triton(x):
