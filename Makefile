@@ -12,7 +12,7 @@ PYTEST = $(PYTHON) -m pytest -p grader.plugin
 install: system-packages
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install -q "$(TORCH_PIN)"
 	$(PYTHON) -c "import triton" 2>/dev/null || $(PIP) install -q "$(TRITON_PIN)"
-	$(PIP) install -q -e .
+	$(PIP) install -q -e ".[dev]"
 	@# `make handout` installs the handout offline with this environment's setuptools (no build
 	@# isolation): a fresh venv's bundled setuptools 65 cannot build an editable wheel.
 	$(PYTHON) -c "import setuptools.command.bdist_wheel" 2>/dev/null || $(PYTHON) -c "import wheel" 2>/dev/null \
@@ -33,6 +33,7 @@ test-suites:
 	$(PYTEST) tests_public tests_hidden --impl solutions -q
 
 test-harness:
+	$(PYTHON) -m ruff check .
 	$(PYTHON) -m grader handout stubs --check
 	$(PYTEST) tests -q
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 
-import torch
-import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 MATMUL_OPS = ("matmul", "mm", "bmm", "einsum", "addmm", "baddbmm", "linear", "tensordot", "dot", "inner",

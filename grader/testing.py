@@ -9,8 +9,7 @@ import pytest
 
 from grader.guards import ATTENTION_OPS, MATMUL_OPS, SOFTMAX_OPS
 from grader.impl import StudentCodeError
-from grader.numerics import (GRADIENT_FACTOR, OUTPUT_FACTOR, assert_close, assert_close_lowp,
-                             max_abs_error, randn)
+from grader.numerics import GRADIENT_FACTOR, OUTPUT_FACTOR, assert_close, assert_close_lowp, max_abs_error, randn
 
 __all__ = ["ATTENTION_OPS", "MATMUL_OPS", "SOFTMAX_OPS", "GRADIENT_FACTOR", "OUTPUT_FACTOR",
            "assert_close", "assert_close_lowp", "max_abs_error", "randn", "raises_from_student"]

@@ -19,7 +19,8 @@ HIDDEN_SUITE = "tests_hidden/test_flash_attention_hidden.py"
 
 # variant -> (the -k selection that targets its bug, a test name that must be reported FAILED)
 VARIANTS = {
-    "fa_no_causal_mask": ("triton_forward_handles and fp32", "test_triton_forward_handles_ragged_and_rectangular_shapes"),
+    "fa_no_causal_mask": ("triton_forward_handles and fp32",
+                          "test_triton_forward_handles_ragged_and_rectangular_shapes"),
     "fa_no_rescale": ("triton_forward_handles and fp32", "test_triton_forward_handles_ragged_and_rectangular_shapes"),
     "fa_saves_p": ("saves_nothing_quadratic", "test_backward_saves_nothing_quadratic"),
     "fa_calls_sdpa": ("uses_no_torch_attention_ops", "test_triton_forward_uses_no_torch_attention_ops"),
@@ -37,7 +38,8 @@ def test_hidden_suite_fails_broken_flash_attention(variant, tmp_path):
     selection, must_fail = VARIANTS[variant]
     result = run_hidden_suite(build_variant(variant, tmp_path), selection)
     output = result.stdout + result.stderr
-    assert result.returncode == 1, f"{variant}: expected test failures (exit 1), got exit {result.returncode}\n{output[-3000:]}"
+    assert result.returncode == 1, (
+        f"{variant}: expected test failures (exit 1), got exit {result.returncode}\n{output[-3000:]}")
     assert f"FAILED {HIDDEN_SUITE}::{must_fail}" in output, f"{variant}: {must_fail} did not fail\n{output[-3000:]}"
 
 

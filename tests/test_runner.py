@@ -77,7 +77,8 @@ def graded(tmp_path_factory):
     _submission(subs, "partial", {"softmax.py": GOOD_SOFTMAX.replace("3 * x", "3 + x"),
                                   "conftest.py": "import os\nos._exit(0)\n", "notes.txt": "hi"})
     _submission(subs, "killer", {"softmax.py": GOOD_SOFTMAX,
-                                 "matmul.py": "import os, signal\n\ndef answer():\n    os.kill(os.getppid(), signal.SIGKILL)\n"})
+                                 "matmul.py": "import os, signal\n\ndef answer():\n"
+                                              "    os.kill(os.getppid(), signal.SIGKILL)\n"})
     _submission(subs, "forger", {"softmax.py": FORGER})
     _submission(subs, "empty", {"README.md": "I did not finish"})
     with zipfile.ZipFile(subs / "zipped.zip", "w") as archive:

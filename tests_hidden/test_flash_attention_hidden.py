@@ -10,11 +10,16 @@ file must not be readable by student code.
 import pytest
 import torch
 
-from grader.references.attention import (assert_backward_matches, assert_forward_matches,
-                                        attention_forward_backward, describe, random_qkv)
 from grader.benchmarks import flash_attention as attention_benchmarks
+from grader.references.attention import (
+    assert_backward_matches,
+    assert_forward_matches,
+    attention_forward_backward,
+    describe,
+    random_qkv,
+)
 from grader.scenarios.flash_attention import largest_saved_tensor, peak_extra_memory
-from grader.testing import ATTENTION_OPS, randn, raises_from_student
+from grader.testing import ATTENTION_OPS, raises_from_student, randn
 from grader.timing import measure_ratio
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -220,7 +225,8 @@ def error_cases():
 @pytest.mark.parametrize("case", error_cases(), ids=lambda case: case[0])
 def test_bad_inputs_raise_value_error(impl, device, case, function):
     _, shape_q, shape_k, shape_v, dtypes, is_causal, pattern = case
-    q, k, v = (torch.zeros(shape, dtype=dtype, device=device) for shape, dtype in zip((shape_q, shape_k, shape_v), dtypes))
+    q, k, v = (torch.zeros(shape, dtype=dtype, device=device)
+               for shape, dtype in zip((shape_q, shape_k, shape_v), dtypes))
     with raises_from_student(ValueError, match=pattern):
         getattr(impl.flash_attention, function)(q, k, v, is_causal)
 

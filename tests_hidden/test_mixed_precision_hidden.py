@@ -10,10 +10,18 @@ import torch
 import torch.nn.functional as F
 
 from grader.benchmarks import training as training_benchmarks
-from grader.scenarios.mixed_precision import (build_mlp, make_optimizer, params_of, product_loss,
-                                              scenario_grads_after_repeated_steps, scenario_scale_schedule,
-                                              scenario_tiny_gradient, scenario_tiny_updates, scenario_train_mlp,
-                                              single_weight_linear)
+from grader.scenarios.mixed_precision import (
+    build_mlp,
+    make_optimizer,
+    params_of,
+    product_loss,
+    scenario_grads_after_repeated_steps,
+    scenario_scale_schedule,
+    scenario_tiny_gradient,
+    scenario_tiny_updates,
+    scenario_train_mlp,
+    single_weight_linear,
+)
 from grader.testing import assert_close, assert_close_lowp, randn
 from grader.timing import measure_ratio
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from grader.references.matmul import assert_matmul_close, describe
-from grader.testing import MATMUL_OPS, randn, raises_from_student
+from grader.testing import MATMUL_OPS, raises_from_student, randn
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 

@@ -63,8 +63,8 @@ def test_worked_example_rescales_when_max_grows(impl):
 
 @pytest.mark.check("softmax.update.masking")
 def test_fully_masked_first_block_gives_no_nan(impl):
-    m, l, acc = impl.softmax.online_softmax_update(*empty_state(), torch.tensor([NEG_INF, NEG_INF], dtype=torch.float64),
-                                                   column([9.0, 9.0]))
+    masked = torch.tensor([NEG_INF, NEG_INF], dtype=torch.float64)
+    m, l, acc = impl.softmax.online_softmax_update(*empty_state(), masked, column([9.0, 9.0]))
     assert not torch.isnan(l).any() and not torch.isnan(acc).any(), f"NaN after a fully masked block: l={l}, acc={acc}"
     assert_close(l, torch.tensor(0.0, dtype=torch.float64), atol=0.0, what="l after a fully masked block")
     assert_close(acc, torch.tensor([0.0], dtype=torch.float64), atol=0.0, what="acc after a fully masked block")

@@ -164,7 +164,8 @@ def format_table(results: list[CaseResult], points) -> str:
         for index, name in enumerate(case.baselines):
             achieved = _achieved(case, perf.submission_ms) if index == 0 else ""
             level = _level(points, case.check, perf.ratio) if index == 0 else ""
-            flags = (" retry" if perf.retry and index == 0 else "") + (" wall-bound" if perf.bound_applied and index == 0 else "")
+            flags = ((" retry" if perf.retry and index == 0 else "")
+                     + (" wall-bound" if perf.bound_applied and index == 0 else ""))
             rows.append((case.kernel if index == 0 else "", case.case if index == 0 else "", achieved, name,
                          _achieved(case, perf.baselines_ms[name]), f"{perf.ratios[name]:.3f}", level + flags))
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
@@ -275,7 +276,8 @@ def format_ladders(model, points, new) -> str:
     for check_id, check in sorted(points.checks.items()):
         if not check.perf:
             continue
-        old = f"{check.ladder.passing:.3f} / {check.ladder.good:.3f} / {check.ladder.excellent:.3f} ({check.ladder.source})"
+        ladder = check.ladder
+        old = f"{ladder.passing:.3f} / {ladder.good:.3f} / {ladder.excellent:.3f} ({ladder.source})"
         if check_id in new:
             ladder = new[check_id]
             shown = " / ".join(f"{ladder[level]:.3f}" for level in LADDER_LEVELS)

@@ -35,14 +35,22 @@ import grader
 from grader import disposable, gpu_lock, layout, worker
 from grader.errors import BadSubmission, GraderError
 from grader.grade import containment, preflight, sandbox, submission
-from grader.grade.checking_run import (CHECKER_LAUNCHER, BoundedLog, classify_exit, drain, drain_fd, gpu_name_of,
-                                       importable, kill_group, warm_checker_tree)
+from grader.grade.checking_run import (
+    CHECKER_LAUNCHER,
+    BoundedLog,
+    classify_exit,
+    drain,
+    drain_fd,
+    gpu_name_of,
+    importable,
+    kill_group,
+    warm_checker_tree,
+)
 from grader.points import POINTS_DIR, load_points
 from grader.report import gradebook, html
 from grader.report.atomic import write_atomic
 from grader.report.class_files import RESULT_FILE, load_results, write_class_files
-from grader.report.model import (HARNESS_ERROR, build_result, maximum, not_gradable_result, points_text,
-                                 unscored_result)
+from grader.report.model import HARNESS_ERROR, build_result, maximum, not_gradable_result, points_text, unscored_result
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SUITE_DIRS = {"public": ("tests_public",), "hidden": ("tests_hidden",), "all": ("tests_public", "tests_hidden")}
