@@ -28,7 +28,7 @@ grader grade examples/submissions --out "$work/reports" --jobs 2
 cp "$work/reports/grades.csv" "$work/first.csv"
 
 step "grade partial again: the same total"
-grader grade examples/submissions --out "$work/reports" --only partial
+grader grade examples/submissions --out "$work/reports" --only partial --force   # --only alone keeps a grade
 
 python3 - "$work/first.csv" "$work/reports" <<'PY'
 import csv, json, sys
