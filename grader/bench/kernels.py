@@ -21,7 +21,8 @@ from pathlib import Path
 from grader import benchmarks as bench_cases
 from grader.points import CALIBRATION_FILE, LADDER_LEVELS, load_calibration, load_points
 
-LADDER_FRACTIONS = {"pass": 0.65, "good": 0.80, "excellent": 0.90}   # levels >= 12% apart: 10% speed moves a grade at most one level gap
+# Levels at least 12% apart, so a 10% speed difference moves a grade by at most one level gap.
+LADDER_FRACTIONS = {"pass": 0.65, "good": 0.80, "excellent": 0.90}
 BENCH_ROUNDS = 3
 DEVICE = "cuda"              # where inputs are drawn; the CPU tests switch it
 NEEDS_GPU = "grader {command} needs a CUDA GPU: none is visible here (torch.cuda.is_available() is False)."
