@@ -188,29 +188,33 @@ def _smi(arguments: list[str]) -> list[list[str]]:
     return [[cell.strip() for cell in line.split(",")] for line in done.stdout.splitlines() if line.strip()]
 
 
-def _own_process_tree() -> set[int]:
-    """This process and all its descendants, from /proc (Linux); just this process elsewhere."""
-    me = os.getpid()
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, from /proc (empty where /proc is missing). The command name in
+    /proc/PID/stat may hold spaces; the parent pid follows its closing paren."""
     children: dict[int, list[int]] = {}
     try:
         entries = [name for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
-        return {me}
+        return []
     for name in entries:
         try:
             with open(f"/proc/{name}/stat") as stat:
-                # the command name (field 2) may hold spaces; the parent pid follows its closing paren
                 parent = int(stat.read().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             continue
         children.setdefault(parent, []).append(int(name))
-    tree, stack = set(), [me]
+    found, stack = [], list(children.get(pid, []))
     while stack:
-        pid = stack.pop()
-        if pid not in tree:
-            tree.add(pid)
-            stack.extend(children.get(pid, []))
-    return tree
+        child = stack.pop()
+        if child not in found:
+            found.append(child)
+            stack.extend(children.get(child, []))
+    return found
+
+
+def _own_process_tree() -> set[int]:
+    """This process and all its descendants, from /proc (Linux); just this process elsewhere."""
+    return {os.getpid(), *descendants(os.getpid())}
 
 
 def _gpu_uuid(torch) -> str | None:

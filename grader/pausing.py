@@ -14,6 +14,8 @@ import os
 import signal
 import time
 
+from grader.environment import descendants
+
 QUIET_WAIT_S = 2.0
 QUIET_FRACTION = 0.5          # probe bandwidth at or above this fraction of the norm: the GPU is ours
 PROBE_BYTES = 256 << 20       # 4 copies of 256 MB: long enough (~0.5 ms) that launches do not dominate
@@ -65,29 +67,6 @@ def _state(pid: int) -> str | None:
             return stat.read().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return None
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid`, from /proc (empty where /proc is missing)."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = [name for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return []
-    for name in entries:
-        try:
-            with open(f"/proc/{name}/stat") as stat:
-                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(name))
-    found, stack = [], list(children.get(pid, []))
-    while stack:
-        child = stack.pop()
-        if child not in found:
-            found.append(child)
-            stack.extend(children.get(child, []))
-    return found
 
 
 def _ancestors() -> set[int]:
