@@ -1,8 +1,9 @@
 """The channel between the checker and the worker: framing, the named messages, and their one reader.
 
-Checker to worker, the requests (`Setup`, `Call`, `Buffers`) are pickled: the worker runs student code
+Checker to worker, the requests (`Setup`, `Call`, `Buffers`, `Resume`) are pickled: the worker runs student code
 anyway, so nothing it unpickles is a new risk. Worker to checker, every message is JSON that
-`read_reply` turns into one of `Ready`, `NeedBuffers`, `Ok`, `NotDone`, `Failed` or `Refused`, checking
+`read_reply` turns into one of `Ready`, `NeedBuffers`, `Compiling`, `Compiled`, `Ok`, `NotDone`, `Failed` or
+`Refused`, checking
 each field's type: no byte the worker sends is ever unpickled or run here, and errors come back as
 text, never as objects. Reply tensors are raw bytes in memory the checker laid out
 (grader.shared_tensors); the JSON only says which buffer, shape and strides. What comes back is
@@ -64,6 +65,7 @@ class Setup:
     spec: object                  # grader.modules.ImplSpec
     extra_sys_path: tuple
     scratch: str | None
+    compile_notices: bool = False  # say when a Triton compile starts and ends (a GPU shared by submissions)
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,11 @@ class Buffers:
     placements: list              # where each asked-for reply tensor goes (grader.shared_tensors)
 
 
+@dataclass(frozen=True)
+class Resume:                     # after `Compiled`: the checker holds the GPU lock again, launch on
+    pass
+
+
 # --- worker to checker (JSON, read by `read_reply` only) ------------------------------------------------
 
 
@@ -92,6 +99,16 @@ class Ready:
 @dataclass(frozen=True)
 class NeedBuffers:
     wanted: list                  # [(device, dtype, elements)], one per tensor of the coming reply
+
+
+@dataclass(frozen=True)
+class Compiling:                  # a Triton compile starts: CPU work, the GPU lock may go to others
+    pass
+
+
+@dataclass(frozen=True)
+class Compiled:                   # it ended: the worker waits for `Resume` before launching anything
+    pass
 
 
 @dataclass(frozen=True)
@@ -214,6 +231,8 @@ def _failed(message, transport):
 _READERS = {
     "ready": lambda message, transport: Ready(),
     "need_buffers": _need_buffers,
+    "compiling": lambda message, transport: Compiling(),
+    "compiled": lambda message, transport: Compiled(),
     "ok": _ok,
     "not_done": lambda message, transport: NotDone(_text(message["message"]), _text(message["traceback"])),
     "failed": _failed,

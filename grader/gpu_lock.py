@@ -5,7 +5,12 @@ checking run on that GPU its own open file descriptions of them, by fd number in
 Only checkers take the locks, never workers (they run student code and could hold a lock forever):
 - `shared()` around every call into the worker: ordinary GPU work of N submissions overlaps;
 - `exclusive()` around a perf check's timing rounds: while it is held, no other submission's checker
-  is inside a worker call, so no other submission's kernel is launched (compiles and CPU work go on).
+  is inside a worker call, so no other submission's kernel is launched (compiles and CPU work go on);
+- `set_aside()` while the worker compiles a Triton kernel (it says so, grader.worker): a compile is CPU
+  work of seconds, and a hold kept through it made every timing round of the other submissions wait
+  for it, which serialised a shared GPU (four references at --per-gpu 4 took longer than one after
+  another). The hold is taken again, through the turnstile, before the worker may launch anything.
+  Timing rounds keep their exclusive hold through a compile; a perf check's warm-up lends it.
 
 flock(2) alone lets a stream of shared holders starve an exclusive waiter, so a second file, the
 turnstile, is taken briefly by everyone: a writer keeps it while waiting for the main lock, which
@@ -38,6 +43,21 @@ class Hold:
     waited_out: bool = False   # the wait hit its limit: the work ran without the lock
 
 
+@dataclass
+class Aside:
+    """One compile's time without the lock: `rewait_s` is how long taking it back took."""
+    released: bool = False
+    rewait_s: float = 0.0
+
+
+@dataclass
+class LockTotals:
+    """What the lock cost this checking run, for its log: waits, and time lent to compiles."""
+    waited_s: float = 0.0
+    lent_s: float = 0.0
+    compiles: int = 0
+
+
 class GpuLock:
     """The two flock'ed files of one GPU, as file descriptors owned by this process."""
 
@@ -46,6 +66,11 @@ class GpuLock:
         self.clock, self.sleep = clock, sleep
         self._exclusive_depth = 0
         self._shared_depth = 0
+        self._held = 0             # the flock mode actually held (LOCK_SH or LOCK_EX), 0 for none
+        self._lends = True         # whether the outermost hold may be set aside for a compile
+        self.totals = LockTotals()
+
+    lends_compiles = True          # the worker should say when it compiles (grader.worker)
 
     @contextlib.contextmanager
     def shared(self, wait_s: float = SHARED_WAIT_S):
@@ -57,23 +82,19 @@ class GpuLock:
                 self._shared_depth -= 1
             return
         start = self.clock()
-        deadline = start + wait_s
-        got = False
-        if self._take(self.turnstile_fd, fcntl.LOCK_EX, deadline):
-            try:
-                got = self._take(self.main_fd, fcntl.LOCK_SH, deadline)
-            finally:
-                fcntl.flock(self.turnstile_fd, fcntl.LOCK_UN)
+        got = self._through_turnstile(fcntl.LOCK_SH, start + wait_s)
         self._shared_depth += 1
+        self._lends = True
         try:
             yield Hold("shared", self.clock() - start, not got)
         finally:
             self._shared_depth -= 1
-            if got:
-                fcntl.flock(self.main_fd, fcntl.LOCK_UN)
+            self._release()
 
     @contextlib.contextmanager
-    def exclusive(self, wait_s: float = EXCLUSIVE_WAIT_S):
+    def exclusive(self, wait_s: float = EXCLUSIVE_WAIT_S, lend_for_compiles: bool = False):
+        """The GPU alone. `lend_for_compiles`: let it go while this run's worker compiles (a perf check's
+        warm-up, whose autotuning must time alone but whose compiles need no GPU); timing rounds do not."""
         if self._exclusive_depth:
             self._exclusive_depth += 1
             try:
@@ -84,20 +105,51 @@ class GpuLock:
         if self._shared_depth:
             raise RuntimeError("exclusive GPU lock asked for inside a shared hold: it would wait for itself")
         start = self.clock()
-        deadline = start + wait_s
-        got = False
-        if self._take(self.turnstile_fd, fcntl.LOCK_EX, deadline):
-            try:
-                got = self._take(self.main_fd, fcntl.LOCK_EX, deadline)
-            finally:
-                fcntl.flock(self.turnstile_fd, fcntl.LOCK_UN)
+        got = self._through_turnstile(fcntl.LOCK_EX, start + wait_s)
         self._exclusive_depth += 1
+        self._lends = lend_for_compiles
         try:
             yield Hold("exclusive", self.clock() - start, not got)
         finally:
             self._exclusive_depth -= 1
-            if got:
-                fcntl.flock(self.main_fd, fcntl.LOCK_UN)
+            self._release()
+
+    @contextlib.contextmanager
+    def set_aside(self, wait_s: float = SHARED_WAIT_S):
+        """Let go of this run's hold while its worker compiles; take the same mode back on leaving."""
+        mode = self._held
+        if not mode or not self._lends:
+            yield Aside()
+            return
+        fcntl.flock(self.main_fd, fcntl.LOCK_UN)
+        self._held = 0
+        aside = Aside(released=True)
+        start = self.clock()
+        try:
+            yield aside
+        finally:
+            back = self.clock()
+            self._through_turnstile(mode, back + wait_s)   # past the limit: on without it, as for a first take
+            aside.rewait_s = self.clock() - back
+            self.totals.lent_s += back - start
+            self.totals.compiles += 1
+
+    def _through_turnstile(self, mode: int, deadline: float) -> bool:
+        """Take the main lock in `mode` behind anyone already waiting for it exclusively."""
+        start, got = self.clock(), False
+        if self._take(self.turnstile_fd, fcntl.LOCK_EX, deadline):
+            try:
+                got = self._take(self.main_fd, mode, deadline)
+            finally:
+                fcntl.flock(self.turnstile_fd, fcntl.LOCK_UN)
+        self._held = mode if got else 0
+        self.totals.waited_s += self.clock() - start
+        return got
+
+    def _release(self) -> None:
+        if self._held:
+            fcntl.flock(self.main_fd, fcntl.LOCK_UN)
+            self._held = 0
 
     @property
     def held_exclusively(self) -> bool:
@@ -118,14 +170,20 @@ class _NoLock:
     """A GPU not shared with other submissions (or no GPU): nothing to wait for."""
 
     held_exclusively = False
+    lends_compiles = False
+    totals = None
 
     @contextlib.contextmanager
     def shared(self, wait_s: float = 0.0):
         yield Hold("none")
 
     @contextlib.contextmanager
-    def exclusive(self, wait_s: float = 0.0):
+    def exclusive(self, wait_s: float = 0.0, lend_for_compiles: bool = False):
         yield Hold("none")
+
+    @contextlib.contextmanager
+    def set_aside(self, wait_s: float = 0.0):
+        yield Aside()
 
 
 # --- the runner's side -------------------------------------------------------------------------------

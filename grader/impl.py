@@ -216,7 +216,7 @@ class IsolatedImpl(Impl):
         deadline = time.monotonic() + self.call_timeout
         try:
             self._send(channel.Call(kind, target, args, kwargs, self._rules.forbid, self._rules.require_triton))
-            reply = self._next_reply(deadline)
+            reply, deadline = self._past_compiles(self._next_reply(deadline), deadline)
             if isinstance(reply, channel.NeedBuffers):
                 self._send(channel.Buffers(self._transport.allocate(reply.wanted)))
                 reply = self._next_reply(deadline)
@@ -231,6 +231,23 @@ class IsolatedImpl(Impl):
         finally:
             if self._transport is not None:
                 self._transport.end_call()
+
+    def _past_compiles(self, reply, deadline: float):
+        """Serve the worker's compile notices until its reply: while it compiles, the GPU lock goes to
+        the other submissions on this GPU (grader.compile_notices). Waiting to get it back is not the
+        student's time, so the call's deadline moves by that wait."""
+        from grader import channel
+
+        lock = gpu_lock.current()
+        while isinstance(reply, (channel.Compiling, channel.Compiled)):
+            if isinstance(reply, channel.Compiling):
+                with lock.set_aside() as aside:
+                    reply = self._next_reply(deadline)
+                deadline += aside.rewait_s
+                continue
+            self._send(channel.Resume())
+            reply = self._next_reply(deadline)
+        return reply, deadline
 
     def _send(self, message) -> None:
         from grader import channel
@@ -338,7 +355,8 @@ class IsolatedImpl(Impl):
             self._process = subprocess.Popen(worker.launch_argv(*fds), pass_fds=fds, stdin=subprocess.DEVNULL)
         finally:
             child.close()
-        setup = channel.Setup(self.spec, tuple(self.extra_sys_path), self.scratch)
+        setup = channel.Setup(self.spec, tuple(self.extra_sys_path), self.scratch,
+                              compile_notices=gpu_lock.current().lends_compiles)
         channel.send_frame(self._sock, pickle.dumps(setup))
         self._ready = False
 

@@ -368,6 +368,17 @@ class GradingRun:
     def pytest_terminal_summary(self, terminalreporter, config):
         if self.records:
             _write_summary(terminalreporter, self.points, self.records, self.impl_name)
+        _write_gpu_lock_totals(terminalreporter)
+
+
+def _write_gpu_lock_totals(terminalreporter) -> None:
+    """On a GPU shared with other submissions: what waiting for it cost, and what compiles lent out."""
+    from grader import gpu_lock
+
+    totals = gpu_lock.current().totals
+    if totals is not None:
+        terminalreporter.write_line(f"GPU lock: waited {totals.waited_s:.1f} s in all; lent to other "
+                                    f"submissions during {totals.compiles} compiles ({totals.lent_s:.1f} s)")
 
 
 def _write_summary(terminalreporter, points, records, impl_name: str) -> None:

@@ -46,8 +46,8 @@ Three cheats the claim itself defends against (issue 14 hole 8; gallery entries 
   meanwhile (`grader.pausing`).
 
 On a GPU shared with other submissions (`grade --per-gpu`), the untimed warm-up call (compile,
-autotune) runs under the GPU's shared lock and the rounds and window under its exclusive lock
-(`grader.gpu_lock`), so no other submission's code is in a call while we time. Rounds that disagree
+autotune) and the rounds and window run under the GPU's exclusive lock (`grader.gpu_lock`), so no other
+submission's code is in a call while we time; the warm-up lends the lock out while it compiles. Rounds that disagree
 by more than STABLE_SPREAD get more rounds, up to MAX_ROUNDS, before the median is taken.
 
 A run whose environment is off (copy bandwidth or matmul throughput far below the GPU's norm, another
@@ -96,7 +96,7 @@ SYNC_PASSES = 3
 RAMP_MS = 150.0
 MAX_FRESH_CALLS = 200
 MAX_FRESH_WARMUP_CALLS = 50
-WARMUP_ENV = "GRADER_PERF_WARMUP"   # "exclusive": compile and autotune with the GPU alone (slower batches)
+WARMUP_ENV = "GRADER_PERF_WARMUP"   # "shared": warm up and autotune beside other submissions' work
 
 
 # --- worker side: run where the student's code lives (`impl.run(time_kernel, ...)`) -----------------
@@ -512,10 +512,11 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
     bench, sync = bench or bench_median, sync or synchronize
     lock = gpu_lock.current() if lock is None else lock
     # Compile and autotune once, untimed, with the clocks already up (an autotuner timing configs on an
-    # idle GPU's ramping clocks picks a different config from run to run). Under the shared lock by
-    # default: the compiles are CPU work that other submissions on this GPU need not wait for.
-    warm_exclusive = os.environ.get(WARMUP_ENV, "shared") == "exclusive"
-    with (lock.exclusive() if warm_exclusive else lock.shared()):   # the ramp's own kernels count too
+    # idle GPU's ramping clocks picks a different config from run to run). With the GPU alone by
+    # default, so an autotuner's own timings are not a neighbour's noise; its compiles, CPU work, lend
+    # the lock to the other submissions on this GPU (grader.compile_notices).
+    warm_shared = os.environ.get(WARMUP_ENV, "exclusive") == "shared"
+    with (lock.shared() if warm_shared else lock.exclusive(lend_for_compiles=True)):   # the ramp counts too
         (ramp or ramp_clocks)()
         impl.run(warm_up, target, tuple(make_inputs()))
     reasons = []

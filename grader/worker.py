@@ -46,6 +46,7 @@ def serve(channel_fd, arguments_fd, replies_fd) -> None:
 
     timing.capture_device_sync()  # torch's own synchronize, kept before student code can rebind it
 
+    from grader.compile_notices import CompileNotices
     from grader.modules import Modules
     from grader.shared_tensors import WorkerTransport
 
@@ -55,12 +56,16 @@ def serve(channel_fd, arguments_fd, replies_fd) -> None:
         os.chdir(setup.scratch)
     modules = Modules(setup.spec)
     transport = WorkerTransport(int(arguments_fd), int(replies_fd))
+    notices = CompileNotices(sock, transport)
+    if setup.compile_notices:
+        notices.install()
     channel.send_frame(sock, channel.dump_reply("ready"))
     while True:
         try:
             request = transport.load_request(channel.recv_frame(sock))
         except (EOFError, OSError):
             return  # the checker is done (it kills this process) or gone
+        notices.new_request()
         if _answer(sock, transport, modules, request):
             return  # this process cannot run CUDA any more: the checker starts a fresh worker
 

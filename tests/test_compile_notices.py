@@ -1,0 +1,102 @@
+"""While a worker compiles a Triton kernel, its checker lends the GPU lock to other submissions on that
+GPU (grader.compile_notices, grader.gpu_lock.set_aside); it has the lock back before anything launches.
+
+The "compile" here is the worker calling Triton's two compile hooks itself, as Triton does around a
+real compile (the interpreter never compiles); the probe is a non-blocking exclusive flock on the
+GPU's lock file from inside the worker, which succeeds only while nobody holds the lock."""
+
+from __future__ import annotations
+
+import pytest
+
+from grader import gpu_lock
+from grader.impl import IsolatedImpl
+from grader.modules import resolve
+
+PROBING_SUBMISSION = '''
+import fcntl, os, time
+
+
+def probe(path):
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)          # closing drops a lock we took
+    return True
+
+
+def compile_between_probes(path):
+    from triton import knobs
+
+    before = probe(path)
+    knobs.runtime.jit_cache_hook(key="k")            # as Triton does before a compile
+    during, until = False, time.monotonic() + 10
+    while not during and time.monotonic() < until:   # the checker lets go once it reads the notice
+        during = probe(path)
+        time.sleep(0.01)
+    knobs.runtime.jit_post_compile_hook(key="k")     # returns once the checker holds the lock again
+    return [before, during, probe(path)]
+
+
+def compile_that_fails(path):
+    from triton import knobs
+
+    knobs.runtime.jit_cache_hook(key="k")
+    raise RuntimeError("the compiler rejected the kernel")
+'''
+
+
+@pytest.fixture
+def shared_gpu(tmp_path, monkeypatch):
+    """This process as a checking run on a GPU shared with other submissions: a real GpuLock. Installed
+    by the test's first line, so that the plugin's own hold around a test (grader.plugin) is not on it."""
+    lock = gpu_lock.GpuLock(*gpu_lock.open_for_child(tmp_path / "locks", "0"))
+
+    def install():
+        monkeypatch.setattr(gpu_lock, "_current", lock)
+        return lock, gpu_lock.lock_paths(tmp_path / "locks", "0")[0]
+
+    return install
+
+
+@pytest.fixture
+def probing_impl(tmp_path, shared_gpu):
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "softmax.py").write_text(PROBING_SUBMISSION)
+    impl = IsolatedImpl(resolve(str(folder)), call_timeout=60)
+    yield impl
+    impl.close()
+
+
+def test_the_lock_is_lent_out_during_a_compile_and_held_again_before_the_kernel_runs(probing_impl, shared_gpu):
+    lock, path = shared_gpu()
+    assert probing_impl.softmax.compile_between_probes(str(path)) == [False, True, False]
+    assert lock.totals.compiles == 1
+
+
+def test_an_ordinary_test_holding_the_lock_throughout_gets_it_back_after_the_compile(probing_impl, shared_gpu):
+    lock, path = shared_gpu()
+    with lock.shared():                                    # as the plugin holds it around a whole test
+        assert probing_impl.softmax.compile_between_probes(str(path)) == [False, True, False]
+        assert probing_impl.softmax.probe(str(path)) is False   # still ours after the call
+
+
+def test_a_compile_that_raises_leaves_the_lock_held_and_the_next_call_in_step(probing_impl, shared_gpu):
+    lock, path = shared_gpu()
+    with lock.shared():
+        with pytest.raises(Exception, match="rejected the kernel"):
+            probing_impl.softmax.compile_that_fails(str(path))
+        assert probing_impl.softmax.probe(str(path)) is False
+    assert probing_impl.softmax.compile_between_probes(str(path)) == [False, True, False]
+
+
+def test_timing_rounds_keep_the_gpu_through_a_compile(probing_impl, shared_gpu):
+    lock, path = shared_gpu()
+    with lock.exclusive():                                 # a perf check's rounds do not lend
+        assert probing_impl.softmax.compile_between_probes(str(path)) == [False, False, False]
+    with lock.exclusive(lend_for_compiles=True):           # its warm-up does
+        assert probing_impl.softmax.compile_between_probes(str(path)) == [False, True, False]
