@@ -130,7 +130,10 @@ def works(unshare: str | None) -> bool:
     """Whether `wrap` can run here (root, or unprivileged user namespaces allowed), binds included."""
     if unshare is None:
         return False
-    probe = Path(tempfile.mkdtemp(prefix="grader-containment-"))
+    try:
+        probe = Path(tempfile.mkdtemp(prefix="grader-containment-", dir=PRIVATE[0]))   # hidden, so bound back
+    except OSError:
+        return False
     try:
         (probe / "rw").mkdir()     # a writable folder inside a read-only one: both kinds of bind
         argv = wrap(["test", "-d", str(probe / "rw")], unshare, writable=[probe / "rw"], readonly=[probe])
