@@ -1,5 +1,7 @@
 """Fixtures the harness's own tests share."""
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,3 +34,12 @@ def run_suites(grader_pytester):
                                                     timeout=timeout)
 
     return run
+
+
+@pytest.fixture
+def host_tmp():
+    """A folder in the host's /tmp itself, whatever TMPDIR or --basetemp say: the folder an
+    unsandboxed run's private /tmp hides (grader.grade.containment)."""
+    folder = Path(tempfile.mkdtemp(prefix="grader-test-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)

@@ -5,6 +5,7 @@ archives; plus GPU detection, exit classification and the torch-free import boun
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -17,7 +18,7 @@ from fake_suite import write_suite as _write_suite
 from hostile_archives import ignored_names_flood, pax_records_bomb, zip_with_bad_crc, zip_with_utf8_flag_and_bad_name
 
 from grader import results
-from grader.grade import checking_run, runner
+from grader.grade import checking_run, containment, runner
 from grader.grade.checking_run import classify_exit
 from grader.grade.runner import detect_gpus, grade_all, parse_gpus
 from grader.grade.sandbox import find_bwrap
@@ -596,8 +597,6 @@ os.write(int(sys.argv[1]), line.encode())
 """
 
 
-@pytest.mark.skipif(str(Path(runner.__file__).resolve()).startswith("/tmp/"),
-                    reason="known gap: the unsandboxed run's private /tmp hides a checkout under /tmp from its probe")
 def test_each_checking_run_gets_its_own_descriptions_of_its_gpus_lock(tmp_path, monkeypatch):
     _write_suite(tmp_path / "suite")
     settings = runner.Settings(tmp_path / "subs", tmp_path / "out", slots=["0", "0"], gpu_mode=True,
@@ -620,6 +619,47 @@ def test_each_checking_run_gets_its_own_descriptions_of_its_gpus_lock(tmp_path, 
         assert all(path.parent == batch.scratch_root / "gpu-locks" for path in gpu_lock_paths)
     finally:
         runner._remove_tree(batch.scratch_root)
+
+
+# The batch as run from a checkout and a venv that both live in the host's /tmp: its checking run
+# imports the grader (the checker tree's copy) with the venv's interpreter and writes its TMPDIR.
+RUN_FROM_HOST_TMP = """
+import os, sys
+from pathlib import Path
+from grader.grade import runner
+
+PROBE = ("import grader, os, sys; open(os.path.join(os.environ['TMPDIR'], 'probe'), 'w').close(); "
+         "os.write(int(sys.argv[1]), f'{sys.executable} {grader.__file__}'.encode())")
+runner.Batch.checker_command = lambda self, impl_dir, fd: [sys.executable, "-c", PROBE, str(fd)]
+base = Path(sys.argv[1])
+settings = runner.Settings(base / "subs", base / "out", sandbox=False, tests_root=base / "suite",
+                           points_dir=base / "suite" / "points", quiet=True)
+batch = runner.Batch(settings)
+try:
+    assert batch.unshare, "the unsandboxed containment is not in use"
+    outcome = batch.execute("a", batch.scratch_root / "runs" / "a", None)
+    print(outcome.stream or outcome.log)
+finally:
+    runner._remove_tree(batch.scratch_root)
+"""
+
+
+@pytest.mark.skipif(not containment.works(containment.find_unshare()), reason="unshare cannot create namespaces here")
+def test_an_unsandboxed_run_finds_a_checkout_and_venv_that_live_in_the_host_tmp(host_tmp):
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(REPO / "grader", host_tmp / "checkout" / "grader", ignore=ignore)
+    _write_suite(host_tmp / "suite")
+    (host_tmp / "subs").mkdir()
+    venv = host_tmp / "venv"     # this interpreter's packages (pytest), its own prefix under /tmp
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
+                   check=True, timeout=120)
+    env = {**os.environ, "PYTHONPATH": str(host_tmp / "checkout"), "TMPDIR": str(host_tmp)}
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", RUN_FROM_HOST_TMP, str(host_tmp)], env=env,
+                          capture_output=True, text=True, timeout=300, cwd=host_tmp)
+    assert done.returncode == 0, done.stderr
+    executable, _, grader_file = done.stdout.strip().partition(" ")
+    assert executable == str(venv / "bin" / "python"), done.stdout
+    assert grader_file.endswith("/runs/a/checker/grader/__init__.py")
 
 
 def test_submissions_sharing_a_gpu_slot_are_graded_alike(tmp_path):

@@ -439,7 +439,11 @@ class Batch:
             extra_env={worker.MEMORY_ENV: str(self.settings.worker_memory_mb), **lock_env})
         argv = launch.argv
         if not launch.sandboxed and self.unshare:
-            argv = containment.wrap(argv, self.unshare, keep=self.scratch_root)
+            # What the run needs from a host /tmp its private one hides: the batch's scratch and this
+            # run's (written), the interpreter as bubblewrap shows it, and the checker tree (read).
+            code = [*self.python_paths, launch.cwd, *launch.env.get("PYTHONPATH", "").split(os.pathsep)]
+            argv = containment.wrap(argv, self.unshare, writable=[self.scratch_root, scratch],
+                                    readonly=[path for path in code if path])
         start = time.perf_counter()
         try:
             process = subprocess.Popen(argv, env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL,
