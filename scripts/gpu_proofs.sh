@@ -7,8 +7,8 @@
 #   part2  (~8 min)  shared: four references at once, --per-gpu 4 -> T4, gain = 4 T1 / T4 (>= 2.5x),
 #                            ratios with 4 sharing vs alone, 4 more full-mark grades
 #                    cheats: the three timing-cheat gallery entries and the clean reference, perf on
-# GRADER_PERF_WARMUP=exclusive (exported before the call) makes perf checks compile and autotune with the
-# GPU alone: try it if the shared ratios of an autotuned kernel (matmul) fall below the alone ones.
+# Perf warm-ups (compile, autotune) have the GPU alone, lending it out while they compile;
+# GRADER_PERF_WARMUP=shared (exported before the call) runs them beside the other submissions instead.
 # Single steps: alone | spread | shared | cheats. Every grade uses the hidden suite (all perf checks
 # are there) to keep within the time. part2's throughput line and alone-vs-shared table need part1's
 # $WORK/alone on the same machine; otherwise unpack both tarballs and run
