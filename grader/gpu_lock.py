@@ -54,6 +54,7 @@ class Aside:
 class LockTotals:
     """What the lock cost this checking run, for its log: waits, and time lent to compiles."""
     waited_s: float = 0.0
+    alone_s: float = 0.0       # held exclusively: every other submission on the GPU waited meanwhile
     lent_s: float = 0.0
     compiles: int = 0
 
@@ -108,11 +109,13 @@ class GpuLock:
         got = self._through_turnstile(fcntl.LOCK_EX, start + wait_s)
         self._exclusive_depth += 1
         self._lends = lend_for_compiles
+        since = self.clock()
         try:
-            yield Hold("exclusive", self.clock() - start, not got)
+            yield Hold("exclusive", since - start, not got)
         finally:
             self._exclusive_depth -= 1
             self._release()
+            self.totals.alone_s += self.clock() - since
 
     @contextlib.contextmanager
     def set_aside(self, wait_s: float = SHARED_WAIT_S):

@@ -377,8 +377,9 @@ def _write_gpu_lock_totals(terminalreporter) -> None:
 
     totals = gpu_lock.current().totals
     if totals is not None:
-        terminalreporter.write_line(f"GPU lock: waited {totals.waited_s:.1f} s in all; lent to other "
-                                    f"submissions during {totals.compiles} compiles ({totals.lent_s:.1f} s)")
+        terminalreporter.write_line(f"GPU lock: waited {totals.waited_s:.1f} s in all; held alone "
+                                    f"{totals.alone_s:.1f} s; lent to other submissions during "
+                                    f"{totals.compiles} compiles ({totals.lent_s:.1f} s)")
 
 
 def _write_summary(terminalreporter, points, records, impl_name: str) -> None:

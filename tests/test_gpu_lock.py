@@ -166,3 +166,12 @@ def test_no_lock_configured_means_nothing_to_wait_for():
     with lock.exclusive() as hold:
         assert hold.mode == "none" and not hold.waited_out
     assert isinstance(gpu_lock.from_env({gpu_lock.FDS_ENV: "999990,999991"}), gpu_lock._NoLock)
+
+
+def test_the_lock_adds_up_what_it_cost_the_run(tmp_path):
+    lock = _lock_in(tmp_path)
+    with lock.exclusive():
+        time.sleep(0.05)
+    with lock.shared():
+        pass
+    assert 0.05 <= lock.totals.alone_s < 1.0 and lock.totals.waited_s < 1.0 and lock.totals.compiles == 0
