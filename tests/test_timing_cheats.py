@@ -99,6 +99,22 @@ def test_refreshes_replayed_at_once_match_the_worker_s_call_by_call_refreshes():
     assert sorted(checker[0].abs().flatten().tolist()) == sorted(original[0].abs().flatten().tolist())
 
 
+def fake_cuda(monkeypatch, clock, device_sync):
+    """CUDA as grader.timing sees it, on a fake clock: events stamped where they are recorded, and a
+    device-wide synchronize that does what the test says."""
+
+    class Event:
+        def record(self):
+            self.at = clock()
+
+        def elapsed_time(self, end):
+            return (end.at - self.at) * 1e3
+
+    monkeypatch.setattr(timing, "_cuda_available", lambda: True)
+    monkeypatch.setattr(timing, "_captured_sync", device_sync)
+    monkeypatch.setattr(timing, "_timing_event", Event)
+
+
 def test_work_hidden_from_the_timed_stream_is_counted_by_the_synchronised_span(clock, monkeypatch):
     # add_one returns at once and leaves 2 ms of work queued elsewhere (a side stream); only a
     # device-wide synchronize waits for it. The per-call timer (the fake do_bench) sees nothing.
@@ -112,18 +128,8 @@ def test_work_hidden_from_the_timed_stream_is_counted_by_the_synchronised_span(c
         clock.advance(pending["ms"])
         pending["ms"] = 0.0
 
-    monkeypatch.setattr(timing, "_cuda_available", lambda: True)
-    monkeypatch.setattr(timing, "_captured_sync", device_sync)
+    fake_cuda(monkeypatch, clock, device_sync)
     monkeypatch.setattr(timing, "_wall_clock", clock)
-
-    class Event:                   # a CUDA event on the fake clock: stamped where it is recorded
-        def record(self):
-            self.at = clock()
-
-        def elapsed_time(self, end):
-            return (end.at - self.at) * 1e3
-
-    monkeypatch.setattr(timing, "_timing_event", Event)
     modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
     result = measure(clock, modules)
     assert result.claimed_ms >= 2.0 / timing.SYNC_SLACK - 1e-9     # the fake clock rounds
@@ -147,16 +153,7 @@ def test_a_host_slowed_by_neighbours_compiles_does_not_slow_an_honest_kernel_s_s
                 clock.advance(0.6)
         samples["called"] = False
 
-    class Event:
-        def record(self):
-            self.at = clock()
-
-        def elapsed_time(self, end):
-            return (end.at - self.at) * 1e3
-
-    monkeypatch.setattr(timing, "_cuda_available", lambda: True)
-    monkeypatch.setattr(timing, "_captured_sync", device_sync)
-    monkeypatch.setattr(timing, "_timing_event", Event)
+    fake_cuda(monkeypatch, clock, device_sync)
     synced = timing.synced_call_ms(call, lambda: None, per_call_ms=1.0)
     assert synced == pytest.approx(1.0, abs=1e-6)     # the median of the samples said 1.6
 
