@@ -13,6 +13,8 @@ the lock; SECURITY.md says what that can and cannot do to a neighbour's timing.
 
 from __future__ import annotations
 
+import threading
+
 
 class CompileNotices:
     """Hooks Triton's compiles to the channel on `sock` (the worker's end)."""
@@ -20,6 +22,7 @@ class CompileNotices:
     def __init__(self, sock, transport):
         self.sock, self.transport = sock, transport
         self.compiling = False
+        self.turn = threading.Lock()   # compiles in two threads must not interleave their frames
 
     def install(self) -> None:
         try:
@@ -35,18 +38,20 @@ class CompileNotices:
     def before(self, **_):
         from grader import channel
 
-        if not self.compiling:
-            self.compiling = True
-            channel.send_frame(self.sock, channel.dump_reply("compiling"))
+        with self.turn:
+            if not self.compiling:
+                self.compiling = True
+                channel.send_frame(self.sock, channel.dump_reply("compiling"))
         return None              # a true value would tell Triton to skip the compile
 
     def after(self, **_):
         from grader import channel
 
-        if self.compiling:
-            self.compiling = False
-            channel.send_frame(self.sock, channel.dump_reply("compiled"))
-            answer = self.transport.load_request(channel.recv_frame(self.sock))
-            if not isinstance(answer, channel.Resume):
-                raise RuntimeError(f"the grader answered a compile with {type(answer).__name__}")
+        with self.turn:
+            if self.compiling:       # another thread's compile may still run: it just lends no more
+                self.compiling = False
+                channel.send_frame(self.sock, channel.dump_reply("compiled"))
+                answer = self.transport.load_request(channel.recv_frame(self.sock))
+                if not isinstance(answer, channel.Resume):
+                    raise RuntimeError(f"the grader answered a compile with {type(answer).__name__}")
         return None

@@ -41,6 +41,24 @@ def compile_between_probes(path):
     return [before, during, probe(path)]
 
 
+def compile_in_threads(path, threads=4, rounds=20):
+    import threading
+
+    from triton import knobs
+
+    def compiles():
+        for _ in range(rounds):
+            knobs.runtime.jit_cache_hook(key="k")
+            knobs.runtime.jit_post_compile_hook(key="k")
+
+    workers = [threading.Thread(target=compiles) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return probe(path)
+
+
 def compile_that_fails(path):
     from triton import knobs
 
@@ -100,3 +118,9 @@ def test_timing_rounds_keep_the_gpu_through_a_compile(probing_impl, shared_gpu):
         assert probing_impl.softmax.compile_between_probes(str(path)) == [False, False, False]
     with lock.exclusive(lend_for_compiles=True):           # its warm-up does
         assert probing_impl.softmax.compile_between_probes(str(path)) == [False, True, False]
+
+
+def test_compiles_in_several_threads_keep_the_channel_in_step(probing_impl, shared_gpu):
+    lock, path = shared_gpu()
+    assert probing_impl.softmax.compile_in_threads(str(path)) is False     # held again at the end
+    assert probing_impl.softmax.compile_between_probes(str(path)) == [False, True, False]
