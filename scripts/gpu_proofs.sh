@@ -7,6 +7,7 @@
 #   part2  (~8 min)  shared: four references at once, --per-gpu 4 -> T4, gain = 4 T1 / T4 (>= 2.5x),
 #                            ratios with 4 sharing vs alone, 4 more full-mark grades
 #                    cheats: the three timing-cheat gallery entries and the clean reference, perf on
+#                    span: the side-stream cheat's speed-up over the clean softmax (scripts/sync_span_check.py)
 # Perf warm-ups (compile, autotune) have the GPU alone, lending it out while they compile;
 # GRADER_PERF_WARMUP=shared (exported before the call) runs them beside the other submissions instead.
 # Single steps: alone | spread | shared | cheats. Every grade uses the hidden suite (all perf checks
@@ -54,6 +55,7 @@ shared() {
   { time timeout "$(left 450)" python -m grader bench grading --copies 4 --gpus 0 --per-gpu 4 --suite hidden \
       --out "$WORK/shared"; } > "$WORK/shared.log" 2>&1
   tail -n 8 "$WORK/shared.log"
+  grep -h "GPU lock:" "$WORK"/shared/*/log.txt   # waited / held alone / lent to compiles, per run
   python - "$WORK" <<'EOF'
 import re, sys
 from pathlib import Path
@@ -80,6 +82,10 @@ cheats() {
   tail -n 4 "$WORK/cheats.log"
 }
 
+span() {   # the side-stream cheat against the clean softmax, timed by the worker's own function
+  timeout "$(left 120)" python scripts/sync_span_check.py 2>&1 | grep -v "^timing " | tail -n 4
+}
+
 summary() {
   python scripts/gpu_proofs_summary.py alone="$WORK/alone" shared="$WORK/shared" partial="$WORK/partial" \
     cheats="$(ls -d "$WORK"/gallery/*/out 2>/dev/null | head -1)" | tee "$WORK/summary.txt"
@@ -93,7 +99,7 @@ pack() {
 
 case "${1:-}" in
   part1) header part1; alone; spread; summary; pack part1 ;;
-  part2) header part2; shared; cheats; summary; pack part2 ;;
-  alone|spread|shared|cheats) header "$1"; "$1"; summary; pack "$1" ;;
-  *) echo "usage: $0 part1|part2|alone|spread|shared|cheats" >&2; exit 2 ;;
+  part2) header part2; span; shared; cheats; summary; pack part2 ;;
+  alone|spread|shared|cheats|span) header "$1"; "$1"; summary; pack "$1" ;;
+  *) echo "usage: $0 part1|part2|alone|spread|shared|cheats|span" >&2; exit 2 ;;
 esac
