@@ -8,7 +8,6 @@ and killing its whole process group. Nothing here imports torch or Triton.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -56,14 +55,10 @@ def warm_checker_tree(root: Path, suite_dirs, timeout: float = 300.0) -> None:
 
 def gpu_name_of(stream: str) -> str | None:
     """The GPU model the checking run reported in its header ("CUDA: NVIDIA H200"), if any."""
-    first = stream.split("\n", 1)[0]
-    try:
-        header = json.loads(first)
-    except ValueError:
+    header = results.read_stream(stream).results
+    if header is None or header.device != "cuda":
         return None
-    environment = header.get("environment") if isinstance(header, dict) else None
-    if not isinstance(environment, dict) or header.get("device") != "cuda":
-        return None
+    environment = header.environment
     name = environment.get("gpu") or str(environment.get("device", "")).removeprefix("CUDA:").strip()
     return str(name) or None
 

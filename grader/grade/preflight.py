@@ -10,9 +10,9 @@ a CPU box): they are out of every submission's max, whatever happens to its run.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
+from grader import results
 from grader.errors import GraderError
 
 # (text in the failed run's reason or log, what it means and how to fix it), first match wins.
@@ -40,21 +40,19 @@ class Preflight:
 
 def verdict(outcome, *, gpu_expected: bool, sandboxed: bool, interpreter: str) -> Preflight:
     """What the preflight run (a runner Outcome) found; raises GraderError with cause and fix."""
-    header = _header(outcome.stream)
+    header = results.read_stream(outcome.stream).results
     where = f"{interpreter}, {'inside bubblewrap' if sandboxed else 'without a sandbox'}"
     if outcome.status != "graded" or header is None:
         detail = outcome.reason or f"exit code {outcome.exit_code}"
         raise GraderError(f"preflight failed: the checking run cannot start here ({where}): {detail}. "
                           f"Fix: {diagnose(detail + chr(10) + outcome.log)}. Nobody was graded.")
-    device = str(header.get("device", ""))
+    device = header.device
     if gpu_expected and device != "cuda":
         raise GraderError(f"preflight failed: a GPU was assigned but the checking run saw none ({where}; "
-                          f"it reported {header.get('environment', {}).get('device', device)!r}). Fix: check "
+                          f"it reported {header.environment.get('device', device)!r}). Fix: check "
                           "that torch sees CUDA (`grader doctor`) and the /dev/nvidia* nodes exist, or grade on "
                           "the CPU with --gpus ''. Nobody was graded.")
-    names = header.get("not_run_here")
-    return Preflight(device, frozenset(n for n in names if isinstance(n, str)) if isinstance(names, list)
-                     else frozenset())
+    return Preflight(device, frozenset(header.not_run_here))
 
 
 def diagnose(text: str) -> str:
@@ -64,11 +62,3 @@ def diagnose(text: str) -> str:
     return "read the log lines above, run `grader doctor`, or grade with --no-sandbox to tell a sandbox " \
            "problem from an environment problem"
 
-
-def _header(stream: str) -> dict | None:
-    first = stream.split("\n", 1)[0]
-    try:
-        header = json.loads(first)
-    except ValueError:
-        return None
-    return header if isinstance(header, dict) and header.get("type") == "header" else None
