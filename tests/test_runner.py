@@ -255,7 +255,9 @@ def test_gpus_option_parses_lists_and_refuses_duplicates():
         parse_gpus("0,0")
 
 
-def test_one_slot_per_gpu_and_cpu_child_sees_no_gpu(tmp_path, monkeypatch):
+@pytest.fixture
+def batch_settings(monkeypatch):
+    """grade_all stops at the Batch it would run: {"settings": the Settings it was given}."""
     seen = {}
 
     class FakeBatch:
@@ -266,6 +268,11 @@ def test_one_slot_per_gpu_and_cpu_child_sees_no_gpu(tmp_path, monkeypatch):
             return 0
 
     monkeypatch.setattr(runner, "Batch", FakeBatch)
+    return seen
+
+
+def test_one_slot_per_gpu_and_cpu_child_sees_no_gpu(tmp_path, monkeypatch, batch_settings):
+    seen = batch_settings
     grade_all(tmp_path, gpus="0,1,2", per_gpu=1)
     assert seen["settings"].slots == ["0", "1", "2"] and seen["settings"].gpu_mode
     grade_all(tmp_path, gpus="", jobs=3)
@@ -331,9 +338,9 @@ def test_parent_side_modules_import_without_torch():
 
 
 def test_gpu_name_for_calibrated_ladders_comes_from_the_run_header():
-    header = json.dumps({"type": "header", "device": "cuda", "environment": {"device": "CUDA: NVIDIA H200"}})
+    header = results.header_line("submission", "cuda", {"device": "CUDA: NVIDIA H200"}, [])
     assert checking_run.gpu_name_of(header + "\n") == "NVIDIA H200"
-    cpu = json.dumps({"type": "header", "device": "cpu", "environment": {"device": "no CUDA"}})
+    cpu = results.header_line("submission", "cpu", {"device": "no CUDA"}, [])
     assert checking_run.gpu_name_of(cpu) is None and checking_run.gpu_name_of("") is None
 
 
@@ -540,17 +547,8 @@ def test_worker_memory_default_never_goes_below_what_cuda_needs():
 # --- several submissions per GPU ----------------------------------------------------------------------
 
 
-def test_per_gpu_repeats_each_gpu_interleaved_and_shares_the_memory_cap(tmp_path, monkeypatch):
-    seen = {}
-
-    class FakeBatch:
-        def __init__(self, settings):
-            seen["settings"] = settings
-
-        def run(self):
-            return 0
-
-    monkeypatch.setattr(runner, "Batch", FakeBatch)
+def test_per_gpu_repeats_each_gpu_interleaved_and_shares_the_memory_cap(tmp_path, monkeypatch, batch_settings):
+    seen = batch_settings
     grade_all(tmp_path, gpus="0,1", per_gpu=3, worker_memory=None)
     settings = seen["settings"]
     assert settings.slots == ["0", "1", "0", "1", "0", "1"] and settings.per_gpu == 3
