@@ -109,24 +109,11 @@ def test_other_submissions_processes_are_no_reason_to_retry_while_the_gpu_is_our
         assert environment.retry_reasons() == []
 
 
-class SharedRecorder:
-    def __init__(self):
-        self.shared_now = False
-
-    @contextlib.contextmanager
-    def shared(self, wait_s=0.0):
-        self.shared_now = True
-        try:
-            yield gpu_lock.Hold("shared")
-        finally:
-            self.shared_now = False
-
-
 @pytest.mark.parametrize("perf, held", [(False, True), (True, False)], ids=["ordinary", "perf"])
 def test_an_ordinary_test_holds_the_shared_lock_throughout_and_a_perf_test_does_not(monkeypatch, perf, held):
     from grader import plugin
 
-    lock = SharedRecorder()
+    lock = RecordingLock()
     monkeypatch.setattr(gpu_lock, "current", lambda: lock)
     item = types.SimpleNamespace(get_closest_marker=lambda name: object() if (perf and name == "perf") else None)
     hook = plugin.pytest_runtest_call(item)
