@@ -6,7 +6,7 @@ Only checkers take the locks, never workers (they run student code and could hol
 - `shared()` around every call into the worker: ordinary GPU work of N submissions overlaps;
 - `exclusive()` around a perf check's timing rounds: while it is held, no other submission's checker
   is inside a worker call, so no other submission's kernel is launched (compiles and CPU work go on);
-- `set_aside()` while the worker compiles a Triton kernel (it says so, grader.worker): a compile is CPU
+- `set_aside()` while the worker compiles a Triton kernel (it says so, grader.compile_notices): a compile is CPU
   work of seconds, and a hold kept through it made every timing round of the other submissions wait
   for it, which serialised a shared GPU (four references at --per-gpu 4 took longer than one after
   another). The hold is taken again, through the turnstile, before the worker may launch anything.
@@ -46,7 +46,6 @@ class Hold:
 @dataclass
 class Aside:
     """One compile's time without the lock: `rewait_s` is how long taking it back took."""
-    released: bool = False
     rewait_s: float = 0.0
 
 
@@ -71,7 +70,7 @@ class GpuLock:
         self._lends = True         # whether the outermost hold may be set aside for a compile
         self.totals = LockTotals()
 
-    lends_compiles = True          # the worker should say when it compiles (grader.worker)
+    lends_compiles = True          # the worker should say when it compiles (grader.compile_notices)
 
     @contextlib.contextmanager
     def shared(self, wait_s: float = SHARED_WAIT_S):
@@ -126,7 +125,7 @@ class GpuLock:
             return
         fcntl.flock(self.main_fd, fcntl.LOCK_UN)
         self._held = 0
-        aside = Aside(released=True)
+        aside = Aside()
         start = self.clock()
         try:
             yield aside
