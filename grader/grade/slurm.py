@@ -163,13 +163,19 @@ def wants_gpu(sbatch_args, run=subprocess.run) -> bool:
     unless the TA's own sbatch arguments already say what GPUs a task gets."""
     if any(arg.split("=", 1)[0] in GPU_OPTIONS for arg in sbatch_args):
         return False
+    nodes = _query(["scontrol", "show", "nodes", "--oneliner"], "scontrol show nodes", run)
+    return any(field.startswith("Gres=") and "gpu" in field for field in nodes.split())
+
+
+def _query(argv: list[str], what: str, run) -> str:
+    """The output of a Slurm query that grading cannot go on without; GraderError naming it otherwise."""
     try:
-        nodes = run(["scontrol", "show", "nodes", "--oneliner"], capture_output=True, text=True, timeout=60)
+        done = run(argv, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as error:
-        raise GraderError(f"scontrol show nodes failed: {error}") from None
-    if nodes.returncode != 0:
-        raise GraderError(f"scontrol show nodes failed: {nodes.stderr.strip()[-300:]}")
-    return any(field.startswith("Gres=") and "gpu" in field for field in nodes.stdout.split())
+        raise GraderError(f"{what} failed: {error}") from None
+    if done.returncode != 0:
+        raise GraderError(f"{what} failed: {done.stderr.strip()[-300:]}")
+    return done.stdout
 
 
 def time_limit(sbatch_args, budget_s: float, per_task: int) -> list[str]:
@@ -300,15 +306,10 @@ def queue_states(jobs: list[str], run=subprocess.run) -> dict[tuple[str, int | N
 def earlier_jobs(folder: Path, run=subprocess.run) -> list[str]:
     """Our jobs still in the queue that write into this output folder (their working directory is its
     plan folder): submitting again now would grade their students twice."""
-    try:
-        listing = run(["squeue", "--noheader", f"--name={ARRAY_JOB_NAME},{REPORT_JOB_NAME}", "--format=%A %Z"],
-                      capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise GraderError(f"squeue failed: {error}") from None
-    if listing.returncode != 0:
-        raise GraderError(f"squeue failed: {listing.stderr.strip()[-300:]}")
+    listing = _query(["squeue", "--noheader", f"--name={ARRAY_JOB_NAME},{REPORT_JOB_NAME}", "--format=%A %Z"],
+                     "squeue", run)
     jobs = []
-    for line in listing.stdout.splitlines():
+    for line in listing.splitlines():
         job, _, workdir = line.partition(" ")
         if workdir.strip() and Path(workdir.strip()) == folder and job not in jobs:
             jobs.append(job)
