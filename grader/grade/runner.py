@@ -212,7 +212,7 @@ def default_jobs() -> int:
 CORES_PER_SUBMISSION = 4
 RAM_PER_SUBMISSION = 16 << 30
 GPU_MEMORY_PER_SUBMISSION = 24 << 30
-MAX_DEFAULT_PER_GPU = 4             # measured: 4 at once gave 3.2x the throughput of one (issue 17)
+MAX_DEFAULT_PER_GPU = 4             # H200, 4 at once vs one: 3.2x without perf checks, 2.65x with them
 
 
 def default_per_gpu(gpus: int, cores: int | None = None, ram_bytes: int | None = None,
