@@ -53,7 +53,9 @@ class Aside:
 class LockTotals:
     """What the lock cost this checking run, for its log: waits, and time lent to compiles."""
     waited_s: float = 0.0
-    alone_s: float = 0.0       # held exclusively: every other submission on the GPU waited meanwhile
+    waited_alone_s: float = 0.0   # the part of waited_s spent waiting to have the GPU alone
+    takes_alone: int = 0
+    alone_s: float = 0.0       # held exclusively, lent time excluded: the other submissions waited meanwhile
     lent_s: float = 0.0
     compiles: int = 0
 
@@ -68,6 +70,7 @@ class GpuLock:
         self._shared_depth = 0
         self._held = 0             # the flock mode actually held (LOCK_SH or LOCK_EX), 0 for none
         self._lends = True         # whether the outermost hold may be set aside for a compile
+        self._alone_since = None   # when the exclusive mode now held was taken
         self.totals = LockTotals()
 
     lends_compiles = True          # the worker should say when it compiles (grader.compile_notices)
@@ -108,13 +111,26 @@ class GpuLock:
         got = self._through_turnstile(fcntl.LOCK_EX, start + wait_s)
         self._exclusive_depth += 1
         self._lends = lend_for_compiles
-        since = self.clock()
         try:
-            yield Hold("exclusive", since - start, not got)
+            yield Hold("exclusive", self.clock() - start, not got)
         finally:
             self._exclusive_depth -= 1
             self._release()
-            self.totals.alone_s += self.clock() - since
+
+    @contextlib.contextmanager
+    def keep_through_compiles(self):
+        """Within a hold that lends: lend no more until the block ends (a perf check's timing rounds,
+        after its warm-up, in the same exclusive hold so the GPU is queued for once per check)."""
+        lends, self._lends = self._lends, False
+        try:
+            yield
+        finally:
+            self._lends = lends
+
+    @property
+    def alone_now(self) -> bool:
+        """Whether this run holds the GPU alone at this moment (a take past its limit goes on without)."""
+        return self._held == fcntl.LOCK_EX
 
     @contextlib.contextmanager
     def set_aside(self, wait_s: float = SHARED_WAIT_S):
@@ -123,8 +139,7 @@ class GpuLock:
         if not mode or not self._lends:
             yield Aside()
             return
-        fcntl.flock(self.main_fd, fcntl.LOCK_UN)
-        self._held = 0
+        self._release()
         aside = Aside()
         start = self.clock()
         try:
@@ -145,13 +160,21 @@ class GpuLock:
             finally:
                 fcntl.flock(self.turnstile_fd, fcntl.LOCK_UN)
         self._held = mode if got else 0
-        self.totals.waited_s += self.clock() - start
+        now = self.clock()
+        self.totals.waited_s += now - start
+        if mode == fcntl.LOCK_EX:
+            self.totals.waited_alone_s += now - start
+            self.totals.takes_alone += 1
+            self._alone_since = now if got else None
         return got
 
     def _release(self) -> None:
         if self._held:
             fcntl.flock(self.main_fd, fcntl.LOCK_UN)
             self._held = 0
+        if self._alone_since is not None:
+            self.totals.alone_s += self.clock() - self._alone_since
+            self._alone_since = None
 
     @property
     def held_exclusively(self) -> bool:
@@ -186,6 +209,12 @@ class _NoLock:
     @contextlib.contextmanager
     def set_aside(self, wait_s: float = 0.0):
         yield Aside()
+
+    @contextlib.contextmanager
+    def keep_through_compiles(self):
+        yield
+
+    alone_now = True               # nobody else on this GPU to share it with
 
 
 # --- the runner's side -------------------------------------------------------------------------------

@@ -175,3 +175,39 @@ def test_the_lock_adds_up_what_it_cost_the_run(tmp_path):
     with lock.shared():
         pass
     assert 0.05 <= lock.totals.alone_s < 1.0 and lock.totals.waited_s < 1.0 and lock.totals.compiles == 0
+
+
+def test_time_lent_to_a_compile_is_not_counted_as_held_alone(tmp_path):
+    lock = _lock_in(tmp_path)
+    with lock.exclusive(lend_for_compiles=True):
+        time.sleep(0.05)
+        with lock.set_aside():
+            time.sleep(0.3)
+        assert lock.alone_now
+        time.sleep(0.05)
+    assert 0.1 <= lock.totals.alone_s < 0.3 and lock.totals.lent_s >= 0.3
+    assert lock.totals.takes_alone == 2 and lock.totals.compiles == 1
+
+
+def test_keep_through_compiles_stops_a_hold_from_lending_until_its_block_ends(tmp_path):
+    lock, other = _lock_in(tmp_path), _lock_in(tmp_path)
+    with lock.exclusive(lend_for_compiles=True):
+        with lock.keep_through_compiles():
+            with lock.set_aside():
+                with other.shared(wait_s=0.05) as hold:
+                    assert hold.waited_out          # still held alone: nothing was lent
+        with lock.set_aside():
+            with other.shared(wait_s=1.0) as hold:
+                assert not hold.waited_out          # lending again after the block
+    assert lock.totals.compiles == 1
+
+
+def test_waits_for_the_gpu_alone_are_told_apart_from_waits_to_share_it(tmp_path):
+    lock, other = _lock_in(tmp_path), _lock_in(tmp_path)
+    with other.exclusive():
+        with lock.shared(wait_s=0.1):
+            pass
+        with lock.exclusive(wait_s=0.2):
+            pass
+    assert 0.3 <= lock.totals.waited_s < 1.0 and 0.2 <= lock.totals.waited_alone_s < 0.3
+    assert lock.totals.takes_alone == 1 and lock.totals.alone_s == 0.0
