@@ -21,8 +21,9 @@ def load(folder: Path) -> list[dict]:
     return results
 
 
-def perf_tests(result: dict) -> dict[str, tuple[float, bool, str]]:
-    """nodeid -> (ratio, retry, level of its check) for every perf test that reported a ratio."""
+def perf_tests(result: dict) -> dict[str, tuple[float, bool, str, float | None]]:
+    """nodeid -> (ratio, retry, level of its check, seconds it held the GPU alone) for every perf test
+    that reported a ratio."""
     found = {}
     for problem in result.get("problems", []):
         for check in problem["checks"]:
@@ -32,7 +33,8 @@ def perf_tests(result: dict) -> dict[str, tuple[float, bool, str]]:
                 perf = test.get("perf") or {}
                 if "ratio" in perf:
                     name = test["nodeid"].split("::", 1)[-1]
-                    found[name] = (float(perf["ratio"]), bool(perf.get("retry")), check.get("level") or "-")
+                    found[name] = (float(perf["ratio"]), bool(perf.get("retry")), check.get("level") or "-",
+                                   (perf.get("measured") or {}).get("gpu_alone_s"))
     return found
 
 
@@ -59,7 +61,8 @@ def main(arguments: list[str]) -> int:
             timing = result.get("timing", {})
             print(f"  {result.get('id')}: {result.get('status')} {score.get('earned')}/{score.get('possible')}"
                   f"  perf {earned:g}/{possible:g}  gpu {result.get('gpu')} per_gpu {result.get('per_gpu')}"
-                  f"  child {timing.get('child_s')} s")
+                  f"  child {timing.get('child_s')} s  perf checks alone on the GPU "
+                  f"{sum(v[3] or 0.0 for v in perf_tests(result).values()):.1f} s")
     print("== perf ratios per test: min / max over the copies of each group (retries marked *)")
     names = sorted({name for results in groups.values() for r in results for name in perf_tests(r)})
     for name in names:
@@ -73,7 +76,9 @@ def main(arguments: list[str]) -> int:
             ratios = [v[0] for v in values]
             star = "*" if any(v[1] for v in values) else ""
             spread = max(ratios) / min(ratios) - 1 if min(ratios) > 0 else 0.0
-            cells.append(f"{label} {min(ratios):.3f}/{max(ratios):.3f} ({spread:.1%}){star}")
+            alone = [v[3] for v in values if v[3] is not None]
+            held = f" alone {min(alone):.1f}-{max(alone):.1f} s" if alone else ""
+            cells.append(f"{label} {min(ratios):.3f}/{max(ratios):.3f} ({spread:.1%}){star}{held}")
         print(f"  {name[:70]:<70} " + "  ".join(cells))
     return 0
 

@@ -21,6 +21,8 @@ class RecordingLock:
         self.waited_out = waited_out
         self.held_exclusively = False
         self.lending = None          # lend_for_compiles of the exclusive hold now held
+        self.exclusive_takes = 0
+        self.alone_now = not waited_out
 
     @contextlib.contextmanager
     def shared(self, wait_s=0.0):
@@ -34,14 +36,23 @@ class RecordingLock:
     def exclusive(self, wait_s=0.0, lend_for_compiles=False):
         self.exclusive_now = self.held_exclusively = True
         self.lending = lend_for_compiles
+        self.exclusive_takes += 1
         try:
             yield gpu_lock.Hold("exclusive", 12.0, self.waited_out)
         finally:
             self.exclusive_now = self.held_exclusively = False
             self.lending = None
 
+    @contextlib.contextmanager
+    def keep_through_compiles(self):
+        lending, self.lending = self.lending, False
+        try:
+            yield
+        finally:
+            self.lending = lending
 
-def run_measure(clock, lock, events, **options):
+
+def run_measure(clock, lock, events, baselines=None, **options):
     def add_one(x):
         events.append(("submission", lock.exclusive_now))
         events.append(("lending", lock.lending))
@@ -59,10 +70,15 @@ def run_measure(clock, lock, events, **options):
             return x + 1
         return call
 
+    def check(output, inputs):
+        events.append(("check alone", lock.exclusive_now))
+        events.append(("check shared", lock.shared_now))
+        exact_check(output, inputs)
+
     modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
-    return timing.measure_ratio(FakeImpl(modules, clock), "demo.add_one", counter_inputs(), {"base": base},
-                                check=exact_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
-                                environment=lambda: [], lock=lock, ramp=ramp, **options)
+    return timing.measure_ratio(FakeImpl(modules, clock), "demo.add_one", counter_inputs(),
+                                baselines or {"base": base}, check=check, bench=clock_bench(clock), clock=clock,
+                                sync=lambda: None, environment=lambda: [], lock=lock, ramp=ramp, **options)
 
 
 @pytest.fixture
@@ -74,13 +90,66 @@ def clock(monkeypatch):
 
 def test_every_call_runs_with_the_gpu_alone_and_only_the_warm_up_lends_it_to_compiles(clock, monkeypatch):
     monkeypatch.delenv(timing.WARMUP_ENV, raising=False)
-    events = []
-    run_measure(clock, RecordingLock(), events)
-    # the clock ramp and the warm-up (compile, autotune) first, alone but lending the GPU while compiling
-    assert events[:4] == [("ramp", True), ("ramp shared", False), ("submission", True), ("lending", True)]
-    timed = events[4:]
+    events, lock = [], RecordingLock()
+    run_measure(clock, lock, events)
+    # the clock ramp beside the others, then the warm-up (compile, autotune) alone, lending while compiling
+    assert events[:4] == [("ramp", False), ("ramp shared", True), ("submission", True), ("lending", True)]
+    timed = [event for event in events[4:] if not event[0].startswith("check")]
     assert all(value for name, value in timed if name in ("submission", "baseline")), events   # alone
     assert {value for name, value in timed if name == "lending"} == {False}, events  # rounds keep it
+    assert lock.exclusive_takes == 1     # warm-up and rounds queue for the GPU once
+
+
+def test_outputs_are_checked_after_the_gpu_is_given_back(clock, monkeypatch):
+    monkeypatch.delenv(timing.WARMUP_ENV, raising=False)
+    events = []
+    run_measure(clock, RecordingLock(), events)
+    checks = [value for name, value in events if name == "check alone"]
+    assert len(checks) == 3 + timing.WALL_AUDITS and not any(checks), events   # three rounds, the window
+    assert all(value for name, value in events if name == "check shared"), events
+    last_timed = max(i for i, (name, _) in enumerate(events) if name in ("submission", "baseline"))
+    assert min(i for i, (name, _) in enumerate(events) if name == "check alone") > last_timed
+
+
+def test_the_memory_timing_reserved_is_handed_back_on_both_sides(clock, monkeypatch):
+    released = []
+    monkeypatch.setattr(timing, "release_cached_memory", lambda modules: released.append(modules is None))
+    run_measure(clock, RecordingLock(), [])
+    assert sorted(released) == [False, True]     # once in the worker, once here
+
+
+def test_a_wrong_output_still_fails_the_check_when_it_is_checked_afterwards(clock):
+    lock = RecordingLock()
+
+    def wrong(x):
+        clock.advance(2.0)
+        return x + 2
+
+    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=wrong))
+    with pytest.raises(AssertionError, match="wrong output"):
+        timing.measure_ratio(FakeImpl(modules, clock), "demo.add_one", counter_inputs(),
+                             {"base": lambda x: (lambda: x + 1)}, check=exact_check, bench=clock_bench(clock),
+                             clock=clock, sync=lambda: None, environment=lambda: [], lock=lock, ramp=lambda: None)
+    assert not lock.exclusive_now and not lock.shared_now
+
+
+def test_the_graded_baseline_is_timed_every_round_and_a_comparison_baseline_once(clock):
+    counts = {"graded": 0, "comparison": 0}
+
+    def counted(name, ms):
+        def factory(x):
+            def call():
+                counts[name] += 1
+                clock.advance(ms)
+                return x + 1
+            return call
+        return factory
+
+    result = run_measure(clock, RecordingLock(), [],
+                         baselines={"graded": counted("graded", 1.0), "comparison": counted("comparison", 4.0)})
+    assert counts == {"graded": 3, "comparison": 1}
+    assert result.ratios == {"graded": pytest.approx(0.5), "comparison": pytest.approx(2.0)}
+    assert result.as_record()["measured"]["baseline_ms"] == {"graded": 1.0, "comparison": 4.0}
 
 
 def test_warm_up_can_be_asked_to_run_beside_other_submissions(clock, monkeypatch):
@@ -93,6 +162,13 @@ def test_warm_up_can_be_asked_to_run_beside_other_submissions(clock, monkeypatch
 
 def test_a_gpu_that_could_not_be_had_alone_asks_for_a_retry(clock):
     result = run_measure(clock, RecordingLock(waited_out=True), [])
+    assert result.retry and "could not be had alone" in result.retry_reasons[0]
+
+
+def test_a_gpu_not_had_back_after_a_warm_up_compile_asks_for_a_retry(clock):
+    lock = RecordingLock()
+    lock.alone_now = False               # the take after the compile went past its limit
+    result = run_measure(clock, lock, [])
     assert result.retry and "could not be had alone" in result.retry_reasons[0]
 
 
@@ -122,3 +198,4 @@ def test_an_ordinary_test_holds_the_shared_lock_throughout_and_a_perf_test_does_
     with pytest.raises(StopIteration):
         hook.send(None)
     assert not lock.shared_now
+

@@ -84,6 +84,33 @@ def test_disagreeing_rounds_get_more_rounds_before_the_median(clock):
     assert result.claimed_ms == pytest.approx(2.0)
 
 
+def test_one_slow_round_costs_one_more_round_not_the_most(clock):
+    # a slow first round (as on the H200 after a warm-up) used to pin every check to MAX_ROUNDS
+    times = iter([2.0] + [8.0, 8.0] + [2.0] * 100)
+
+    def add_one(x):
+        clock.advance(next(times))
+        return x + 1
+
+    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
+    result = measure(clock, modules, {"base": baseline(clock, 1.0)}, rounds=3, wall_check=False)
+    assert len(result.rounds) == 4 and result.claimed_ms == pytest.approx(2.0)
+    assert not result.retry                    # the median is pinned: nothing to retry
+
+
+def test_rounds_that_never_agree_stop_at_the_most_and_ask_for_a_retry(clock):
+    times = iter([2.0] + [value for ms in (2.0, 3.0, 4.5, 2.0, 3.0, 4.5, 2.0) for value in (ms, ms)])
+
+    def add_one(x):
+        clock.advance(next(times))
+        return x + 1
+
+    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
+    result = measure(clock, modules, {"base": baseline(clock, 1.0)}, rounds=3, wall_check=False)
+    assert len(result.rounds) == timing.MAX_ROUNDS
+    assert result.retry and "rounds disagree" in result.retry_reasons[-1]
+
+
 def test_agreeing_rounds_stop_at_the_asked_number(clock):
     result = measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)}, rounds=3, wall_check=False)
     assert len(result.rounds) == 3
