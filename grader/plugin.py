@@ -231,6 +231,23 @@ def pytest_runtest_call(item):
         return (yield)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    """Fixtures put inputs and references on the GPU too: never while a neighbour's perf check times."""
+    from grader import gpu_lock
+
+    with gpu_lock.shared():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    from grader import gpu_lock
+
+    with gpu_lock.shared():
+        return (yield)
+
+
 # --- outcomes ------------------------------------------------------------------------------------
 
 
@@ -377,7 +394,8 @@ def _write_gpu_lock_totals(terminalreporter) -> None:
 
     totals = gpu_lock.current().totals
     if totals is not None:
-        terminalreporter.write_line(f"GPU lock: waited {totals.waited_s:.1f} s in all; held alone "
+        terminalreporter.write_line(f"GPU lock: waited {totals.waited_s:.1f} s in all, {totals.waited_alone_s:.1f} s "
+                                    f"of it for the GPU alone ({totals.takes_alone} times); held alone "
                                     f"{totals.alone_s:.1f} s; lent to other submissions during "
                                     f"{totals.compiles} compiles ({totals.lent_s:.1f} s)")
 

@@ -199,3 +199,18 @@ def test_an_ordinary_test_holds_the_shared_lock_throughout_and_a_perf_test_does_
         hook.send(None)
     assert not lock.shared_now
 
+
+@pytest.mark.parametrize("phase", ["pytest_runtest_setup", "pytest_runtest_teardown"])
+@pytest.mark.parametrize("perf", [False, True], ids=["ordinary", "perf"])
+def test_fixtures_set_up_and_torn_down_under_the_shared_lock(monkeypatch, phase, perf):
+    from grader import plugin
+
+    lock = RecordingLock()
+    monkeypatch.setattr(gpu_lock, "current", lambda: lock)
+    item = types.SimpleNamespace(get_closest_marker=lambda name: object() if (perf and name == "perf") else None)
+    hook = getattr(plugin, phase)(item) if phase.endswith("setup") else getattr(plugin, phase)(item, None)
+    next(hook)                                   # the fixtures run here
+    assert lock.shared_now
+    with pytest.raises(StopIteration):
+        hook.send(None)
+    assert not lock.shared_now
