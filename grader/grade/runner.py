@@ -34,7 +34,7 @@ import click
 import grader
 from grader import disposable, gpu_lock, layout, worker
 from grader.errors import BadSubmission, GraderError
-from grader.grade import containment, preflight, sandbox, submission
+from grader.grade import containment, gpu_sharing, preflight, sandbox, submission
 from grader.grade.checking_run import (
     CHECKER_LAUNCHER,
     BoundedLog,
@@ -50,7 +50,15 @@ from grader.points import POINTS_DIR, load_points
 from grader.report import gradebook, html
 from grader.report.atomic import write_atomic
 from grader.report.class_files import RESULT_FILE, load_results, write_class_files
-from grader.report.model import HARNESS_ERROR, build_result, maximum, not_gradable_result, points_text, unscored_result
+from grader.report.model import (
+    HARNESS_ERROR,
+    build_result,
+    maximum,
+    not_gradable_result,
+    points_text,
+    unscored_result,
+    withhold,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SUITE_DIRS = {"public": ("tests_public",), "hidden": ("tests_hidden",), "all": ("tests_public", "tests_hidden")}
@@ -104,6 +112,10 @@ def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, tim
     gpu_list = detect_gpus(os.environ) if use_detected else parse_gpus(gpus)
     if gpu_list and per_gpu is None:
         per_gpu = default_per_gpu(len(gpu_list))
+    elif gpu_list and per_gpu > 1:
+        warning = per_gpu_memory_warning(per_gpu, gpu_memory_total())
+        if warning:
+            click.echo(f"warning: {warning}", err=True)
     slots = gpu_slots(gpu_list, per_gpu or 1) if gpu_list else [None] * (jobs or default_jobs())
     settings = Settings(Path(submissions), Path(out), suite, slots, bool(gpu_list),
                         float(timeout or DEFAULT_TIMEOUT), tuple(only), force, not no_sandbox,
@@ -211,8 +223,8 @@ def default_jobs() -> int:
 # plus the checker's few GiB, and the largest perf inputs with the wall window's sets on the GPU.
 CORES_PER_SUBMISSION = 4
 RAM_PER_SUBMISSION = 16 << 30
-GPU_MEMORY_PER_SUBMISSION = 24 << 30
-MAX_DEFAULT_PER_GPU = 4             # H200, 4 at once vs one: 3.2x without perf checks, 2.65x with them
+GPU_MEMORY_PER_SUBMISSION = 24 << 30   # H200: six references at once (12 processes) filled its 140 GiB
+MAX_DEFAULT_PER_GPU = 4             # H200, 4 vs 1: 3.2x without perf checks, 2.45-2.65x with; 6 ran out of memory
 
 
 def default_per_gpu(gpus: int, cores: int | None = None, ram_bytes: int | None = None,
@@ -229,6 +241,17 @@ def default_per_gpu(gpus: int, cores: int | None = None, ram_bytes: int | None =
     if gpu_memory_bytes:
         limits.append(gpu_memory_bytes // GPU_MEMORY_PER_SUBMISSION)
     return max(1, min(MAX_DEFAULT_PER_GPU, *limits))
+
+
+def per_gpu_memory_warning(per_gpu: int, gpu_memory_bytes: int | None) -> str | None:
+    """What a --per-gpu beyond the GPU's memory will cost (None when it fits or is unknown)."""
+    wanted = per_gpu * GPU_MEMORY_PER_SUBMISSION
+    if not gpu_memory_bytes or wanted <= gpu_memory_bytes:
+        return None
+    return (f"--per-gpu {per_gpu} may need {wanted >> 30} GiB of GPU memory ({GPU_MEMORY_PER_SUBMISSION >> 30} GiB "
+            f"per submission) and the GPU has {gpu_memory_bytes >> 30} GiB: submissions that run out of it are "
+            f"graded again alone, which costs time; --per-gpu {max(1, gpu_memory_bytes // GPU_MEMORY_PER_SUBMISSION)} "
+            "fits")
 
 
 def gpu_memory_total(run=subprocess.run) -> int | None:
@@ -272,6 +295,7 @@ class Batch:
         if self.unshare and not containment.works(self.unshare):
             self.unshare = None
         self.stopping = threading.Event()        # set on Ctrl-C: runs killed now are not graded
+        self.alone_again: list = []              # sources whose GPU ran out of memory while shared
 
     def run(self) -> int:
         settings = self.settings
@@ -336,13 +360,21 @@ class Batch:
         return 1
 
     def grade(self, sources):
+        self.grade_on(sources, self.settings.slots)
+        if self.alone_again and not self.stopping.is_set():
+            again, self.alone_again = self.alone_again, []
+            self.say(f"grading {len(again)} submission(s) again, each with a GPU to itself: the GPU's memory "
+                     "ran out while they shared it")
+            self.grade_on(again, list(dict.fromkeys(self.settings.slots)), alone=True)
+
+    def grade_on(self, sources, slot_list, alone: bool = False):
         slots: queue.Queue = queue.Queue()
-        for slot in self.settings.slots:
+        for slot in slot_list:
             slots.put(slot)
         started = time.perf_counter()
         done, total = 0, len(sources)
-        with ThreadPoolExecutor(max_workers=len(self.settings.slots)) as pool:
-            pending = {pool.submit(self.grade_one, source, slots): source for source in sources}
+        with ThreadPoolExecutor(max_workers=len(slot_list)) as pool:
+            pending = {pool.submit(self.grade_one, source, slots, alone): source for source in sources}
             try:
                 while pending:
                     finished, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
@@ -361,8 +393,9 @@ class Batch:
                 self.kill_all()
                 raise
 
-    def grade_one(self, source, slots) -> str:
-        """Grade one submission (or reuse its grade); write its outputs; return a progress word."""
+    def grade_one(self, source, slots, alone: bool = False) -> str:
+        """Grade one submission (or reuse its grade); write its outputs; return a progress word.
+        `alone`: no other submission is graded on its GPU meanwhile (the batch's second pass)."""
         begin = time.perf_counter()
         scratch = self.scratch_root / "runs" / source.id
         try:
@@ -372,7 +405,7 @@ class Batch:
             return self.finish(source, result, scratch, begin, log="")
         key = self.grade_key(staged)
         previous = self.previous(source.id)
-        if previous and previous.get("grade_key") == key and not self.settings.force \
+        if previous and previous.get("grade_key") == key and not self.settings.force and not alone \
                 and previous.get("status") != HARNESS_ERROR:      # a harness error is never kept
             shutil.rmtree(scratch, ignore_errors=True)
             return f"unchanged, kept {previous['status']}"
@@ -400,6 +433,14 @@ class Batch:
             result = build_result(source.id, self.points_for(outcome.stream), outcome.stream, outcome.status,
                                   outcome.reason, outcome.log, context, suites=self.suites(),
                                   perf=self.settings.perf, not_run_here=self.not_run_here)
+            shared_by = 1 if alone or slot is None else self.settings.per_gpu
+            withheld = gpu_sharing.withheld_reason(result, shared_by, slot)
+            if withheld is not None:
+                reason, grade_alone = withheld
+                withhold(result, reason)       # written as no grade first: an interrupted batch regrades it
+                if grade_alone:
+                    with self.lock:
+                        self.alone_again.append(source)
         result["timing"]["child_s"] = round(outcome.duration, 3)
         return self.finish(source, result, scratch, begin, log=outcome.log)
 

@@ -121,6 +121,13 @@ def unscored_result(student: str, status: str, reason: str, context: dict, maxim
 
 
 
+def withhold(result: dict, reason: str) -> dict:
+    """Make a scored result no grade (harness_error: listed for staff, regraded on the next run), keeping
+    what was scored for whoever looks into it."""
+    result["status"], result["reason"] = HARNESS_ERROR, reason
+    return result
+
+
 def _problem(score) -> dict:
     checks = [_check(c) for c in score.checks]
     return {"id": score.problem_id, "title": score.title, "earned": score.earned,
