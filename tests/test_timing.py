@@ -56,57 +56,41 @@ def test_each_round_draws_fresh_inputs(clock):
     assert sorted({x for _, x in events}) == [1, 2, 3, 4]     # the warm-up's, then one per round
 
 
-def test_ratio_is_the_median_over_rounds(clock):
-    # the untimed warm-up, then warm-up + timed call per round; round 2 is slow
-    times = iter([2.0] + [2.0, 2.0, 8.0, 8.0, 2.0, 2.0] + [2.0] * 100)
+def _measure_rounds(clock, round_ms, rounds=3):
+    """measure() of a kernel whose rounds take `round_ms` in turn (its warm-up and its timed call alike,
+    after the untimed warm-up call), then 2 ms a call; 1 ms for the baseline."""
+    times = iter([2.0] + [ms for value in round_ms for ms in (value, value)] + [2.0] * 100)
 
     def add_one(x):
         clock.advance(next(times))
         return x + 1
 
     modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
-    result = measure(clock, modules, {"base": baseline(clock, 1.0)}, rounds=3, wall_check=False)
+    return measure(clock, modules, {"base": baseline(clock, 1.0)}, rounds=rounds, wall_check=False)
+
+
+def test_ratio_is_the_median_over_rounds(clock):
+    result = _measure_rounds(clock, [2.0, 8.0, 2.0])          # round 2 is slow
     assert result.claimed_ms == pytest.approx(2.0)
     assert result.ratio == pytest.approx(0.5)
 
 
 def test_disagreeing_rounds_get_more_rounds_before_the_median(clock):
     # rounds 1 and 3 slow: with three rounds the median would be slow; more rounds outvote them
-    times = iter([2.0] + [8.0, 8.0, 2.0, 2.0, 8.0, 8.0] + [2.0] * 100)
-
-    def add_one(x):
-        clock.advance(next(times))
-        return x + 1
-
-    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
-    result = measure(clock, modules, {"base": baseline(clock, 1.0)}, rounds=3, wall_check=False)
+    result = _measure_rounds(clock, [8.0, 2.0, 8.0])
     assert len(result.rounds) == timing.MAX_ROUNDS
     assert result.claimed_ms == pytest.approx(2.0)
 
 
 def test_one_slow_round_costs_one_more_round_not_the_most(clock):
     # a slow first round (as on the H200 after a warm-up) used to pin every check to MAX_ROUNDS
-    times = iter([2.0] + [8.0, 8.0] + [2.0] * 100)
-
-    def add_one(x):
-        clock.advance(next(times))
-        return x + 1
-
-    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
-    result = measure(clock, modules, {"base": baseline(clock, 1.0)}, rounds=3, wall_check=False)
+    result = _measure_rounds(clock, [8.0])
     assert len(result.rounds) == 4 and result.claimed_ms == pytest.approx(2.0)
     assert not result.retry                    # the median is pinned: nothing to retry
 
 
 def test_rounds_that_never_agree_stop_at_the_most_and_ask_for_a_retry(clock):
-    times = iter([2.0] + [value for ms in (2.0, 3.0, 4.5, 2.0, 3.0, 4.5, 2.0) for value in (ms, ms)])
-
-    def add_one(x):
-        clock.advance(next(times))
-        return x + 1
-
-    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
-    result = measure(clock, modules, {"base": baseline(clock, 1.0)}, rounds=3, wall_check=False)
+    result = _measure_rounds(clock, [2.0, 3.0, 4.5, 2.0, 3.0, 4.5, 2.0])
     assert len(result.rounds) == timing.MAX_ROUNDS
     assert result.retry and "rounds disagree" in result.retry_reasons[-1]
 
