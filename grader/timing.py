@@ -49,9 +49,9 @@ On a GPU shared with other submissions (`grade --per-gpu`), the untimed warm-up 
 autotune) and the rounds and window run in one hold of the GPU's exclusive lock (`grader.gpu_lock`), so
 no other submission's code is in a call while we time; the warm-up lends the lock out while it compiles.
 Only timing happens in that hold: the clock ramp before it and the output checks after it share the
-GPU, because every second held alone is a second all the other submissions on it wait. Rounds that
-disagree by more than STABLE_SPREAD get more rounds, up to MAX_ROUNDS, before the median is taken. Only
-the graded (first) baseline is timed in every round; the others, shown for comparison, in the first.
+GPU, because every second held alone is a second all the other submissions on it wait. More rounds
+are timed, up to MAX_ROUNDS, until all but one agree within STABLE_SPREAD; then the median is taken.
+Only the graded (first) baseline is timed in every round; the others, shown for comparison, in the first.
 
 A run whose environment is off (copy bandwidth or matmul throughput far below the GPU's norm, another
 process on the GPU: `grader.environment.retry_reasons`) or whose rounds disagree by more than
