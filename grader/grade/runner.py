@@ -295,7 +295,7 @@ class Batch:
         if self.unshare and not containment.works(self.unshare):
             self.unshare = None
         self.stopping = threading.Event()        # set on Ctrl-C: runs killed now are not graded
-        self.alone_again: list = []              # sources whose GPU ran out of memory while shared
+        self.alone_again: list = []              # sources whose GPU memory or time ran out while shared
 
     def run(self) -> int:
         settings = self.settings
@@ -363,8 +363,8 @@ class Batch:
         self.grade_on(sources, self.settings.slots)
         if self.alone_again and not self.stopping.is_set():
             again, self.alone_again = self.alone_again, []
-            self.say(f"grading {len(again)} submission(s) again, each with a GPU to itself: the GPU's memory "
-                     "ran out while they shared it")
+            self.say(f"grading {len(again)} submission(s) again, each with a GPU to itself: their GPU's memory "
+                     "or their time ran out while they shared it")
             self.grade_on(again, list(dict.fromkeys(self.settings.slots)), alone=True)
 
     def grade_on(self, sources, slot_list, alone: bool = False):
