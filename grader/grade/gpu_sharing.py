@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from grader.report.model import TIMEOUT
+from grader.report.model import TIMEOUT, result_tests, test_name
 from grader.results import FAILED, HARNESS_ERROR
 
 # torch's OutOfMemoryError ("CUDA out of memory. Tried to allocate ..."), the driver's own error, and the
@@ -22,29 +22,22 @@ OUT_OF_GPU_MEMORY = re.compile(r"CUDA out of memory|CUDA error: out of memory|Ou
                                r"|\b[A-Z]+_STATUS_ALLOC_FAILED\b|cudaErrorMemoryAllocation")
 
 
-def tests_of(result: dict):
-    for problem in result.get("problems", []):
-        for check in problem.get("checks", []):
-            yield from check.get("tests", [])
-
-
 def out_of_gpu_memory(result: dict) -> list[str]:
     """The tests that failed (or errored in the harness) because the GPU's memory ran out."""
-    return [test["nodeid"] for test in tests_of(result)
+    return [test["nodeid"] for test in result_tests(result)
             if test.get("outcome") in (FAILED, HARNESS_ERROR) and OUT_OF_GPU_MEMORY.search(test.get("message") or "")]
 
 
 def harness_errors(result: dict) -> list[str]:
-    return [test["nodeid"] for test in tests_of(result) if test.get("outcome") == HARNESS_ERROR]
+    return [test["nodeid"] for test in result_tests(result) if test.get("outcome") == HARNESS_ERROR]
 
 
 def withheld_reason(result: dict, shared_by: int, gpu: str | None) -> tuple[str, bool] | None:
     """Why this grade cannot stand, and whether grading alone would settle it; None when it stands.
 
     Memory that ran out, or a run that timed out, while `shared_by` > 1 submissions shared the GPU:
-    grade alone. A harness error
-    in any test: the grade would be short of points that are not the student's to lose, so it is no
-    grade (regraded on the next run, listed for staff)."""
+    grade alone. A harness error in any test: the grade would be short of points that are not the
+    student's to lose, so it is no grade (regraded on the next run, listed for staff)."""
     short = out_of_gpu_memory(result)
     if short and shared_by > 1:
         return (f"GPU {gpu}'s memory ran out while {shared_by} submissions shared it, in {_listed(short)}: "
@@ -60,6 +53,6 @@ def withheld_reason(result: dict, shared_by: int, gpu: str | None) -> tuple[str,
 
 
 def _listed(nodeids: list[str]) -> str:
-    names = [nodeid.split("::")[-1] for nodeid in nodeids]
+    names = [test_name(nodeid) for nodeid in nodeids]
     shown = ", ".join(names[:3])
     return f"{len(names)} test{'s' if len(names) != 1 else ''} ({shown}{', ...' if len(names) > 3 else ''})"

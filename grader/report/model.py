@@ -121,6 +121,13 @@ def unscored_result(student: str, status: str, reason: str, context: dict, maxim
 
 
 
+def result_tests(result: dict):
+    """Every test record of a result, problem by problem, check by check."""
+    for problem in result.get("problems", []):
+        for check in problem["checks"]:
+            yield from check["tests"]
+
+
 def withhold(result: dict, reason: str) -> dict:
     """Make a scored result no grade (harness_error: listed for staff, regraded on the next run), keeping
     what was scored for whoever looks into it."""
@@ -228,7 +235,7 @@ def problem_views(result: dict) -> list[ProblemView]:
     for problem in result.get("problems", []):
         rows, perf_rows = [], []
         for check in problem["checks"]:
-            failing = [FailingTest(_test_name(t["nodeid"]), OUTCOME_LABELS.get(t["outcome"], t["outcome"]),
+            failing = [FailingTest(test_name(t["nodeid"]), OUTCOME_LABELS.get(t["outcome"], t["outcome"]),
                                    student_message(t["message"], check["suite"]))
                        for t in check["tests"] if t["outcome"] != "passed"]
             state = "not run here" if check["not_run_here"] else \
@@ -279,7 +286,7 @@ def student_message(message: str, suite: str) -> str:
     return first if len(first) <= HIDDEN_MESSAGE_CHARS else first[:HIDDEN_MESSAGE_CHARS] + "..."
 
 
-def _test_name(nodeid: str) -> str:
+def test_name(nodeid: str) -> str:
     return nodeid.split("::", 1)[-1]
 
 
