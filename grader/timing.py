@@ -559,7 +559,7 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
     with lock.shared():                    # the outputs' checks are the checker's GPU work, never timed
         for audit in audits:
             audit()
-        del audits
+        del audits                         # they hold the outputs: released below only once unreferenced
         # What the timing reserved (input sets, outputs, flush buffers) goes back to the GPU: kept in two
         # caching allocators for the rest of the run, it is memory the other submissions on it lack.
         impl.run(release_cached_memory)
@@ -615,9 +615,9 @@ def _settled(measured, baselines, rounds) -> bool:
     return any(_spread(ratios[i:i + agreeing]) <= STABLE_SPREAD for i in range(len(ratios) - agreeing + 1))
 
 
-def wall_window(impl, target, make_inputs, claimed_ms, check, clock, sync, audits=None) -> WallWindow:
+def wall_window(impl, target, make_inputs, claimed_ms, check, clock, sync, audits) -> WallWindow:
     """Time `calls` back-to-back calls from here; see the module docstring for what it proves.
-    The outputs' checks go to `audits` when given (run them later, off the timing), else run now."""
+    The outputs' checks go to `audits`, to run after the GPU is given back."""
     calls = _clamp(math.ceil(WALL_WINDOW_MS / max(claimed_ms, 1e-6)), 2, MAX_WALL_CALLS)
     first = tuple(make_inputs())
     per_set = max(1, _nbytes(first))
@@ -633,8 +633,7 @@ def wall_window(impl, target, make_inputs, claimed_ms, check, clock, sync, audit
                              f"per input set ({len(input_sets)})")
     if check is not None:
         for index in random.sample(range(len(input_sets)), min(WALL_AUDITS, len(input_sets))):
-            (audits.append if audits is not None else _now)(
-                lambda output=outputs[index], inputs=input_sets[index]: check(output, inputs))
+            audits.append(lambda output=outputs[index], inputs=input_sets[index]: check(output, inputs))
     conclusive = wall_ms >= MIN_WALL_WINDOW_MS
     bound = max(0.0, wall_ms / calls - HOST_ALLOWANCE_MS) / WALL_SLACK if conclusive else None
     return WallWindow(calls, n_sets, wall_ms, bound)
@@ -676,10 +675,6 @@ def _median_ratio(measured, name, floor_ms):
 
 def _timed(measured, name):
     return [r.baseline_ms[name] for r in measured if name in r.baseline_ms]
-
-
-def _now(audit):
-    audit()
 
 
 def _alone_s(lock) -> float | None:
