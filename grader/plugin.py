@@ -233,19 +233,15 @@ def pytest_runtest_call(item):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item):
-    """Fixtures put inputs and references on the GPU too: never while a neighbour's perf check times."""
+    """Fixtures put inputs and references on the GPU too, set up or torn down: never while a neighbour's
+    perf check times."""
     from grader import gpu_lock
 
     with gpu_lock.shared():
         return (yield)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item, nextitem):
-    from grader import gpu_lock
-
-    with gpu_lock.shared():
-        return (yield)
+pytest_runtest_teardown = pytest_runtest_setup
 
 
 # --- outcomes ------------------------------------------------------------------------------------

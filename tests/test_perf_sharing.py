@@ -208,7 +208,7 @@ def test_fixtures_set_up_and_torn_down_under_the_shared_lock(monkeypatch, phase,
     lock = RecordingLock()
     monkeypatch.setattr(gpu_lock, "current", lambda: lock)
     item = types.SimpleNamespace(get_closest_marker=lambda name: object() if (perf and name == "perf") else None)
-    hook = getattr(plugin, phase)(item) if phase.endswith("setup") else getattr(plugin, phase)(item, None)
+    hook = getattr(plugin, phase)(item)
     next(hook)                                   # the fixtures run here
     assert lock.shared_now
     with pytest.raises(StopIteration):
