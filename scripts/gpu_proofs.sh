@@ -4,7 +4,7 @@
 # whole working folder ends up in $OUT/<subcommand>.tgz (logs and every result.json).
 #   part1  (~7 min)  alone: one reference, --per-gpu 1   -> T1, the reference's ratios alone
 #                    spread: partial graded 3 times at once (--per-gpu 3) -> score and perf spread
-#   part2  (~8 min)  shared: four references at once, --per-gpu 4 -> T4, gain = 4 T1 / T4 (>= 2.5x),
+#   part2  (~8 min)  shared: four references at once (COPIES=N for N), --per-gpu 4 -> T4, gain = 4 T1 / T4 (>= 2.5x),
 #                            ratios with 4 sharing vs alone, 4 more full-mark grades
 #                    cheats: the three timing-cheat gallery entries and the clean reference, perf on
 #                    span: the side-stream cheat's speed-up over the clean softmax (scripts/sync_span_check.py)
@@ -50,10 +50,50 @@ spread() {
   tail -n 6 "$WORK/partial.log"
 }
 
+# What N at once on one GPU use at their peak: GPU memory in all and per process, and the cores' load.
+sample_start() {
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > "$WORK/gpu-memory.log" 2>&1 &
+  SAMPLERS="$!"
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 1000 \
+    > "$WORK/gpu-processes.log" 2>&1 &
+  SAMPLERS="$SAMPLERS $!"
+  vmstat -n 5 > "$WORK/vmstat.log" 2>&1 &
+  SAMPLERS="$SAMPLERS $!"
+}
+
+sample_stop() {
+  kill $SAMPLERS 2>/dev/null
+  python - "$WORK" <<'EOF'
+import sys
+from pathlib import Path
+work = Path(sys.argv[1])
+def numbers(name, column):
+    out = []
+    for line in (work / name).read_text().splitlines():
+        parts = line.replace(",", " ").split()
+        try:
+            out.append(float(parts[column]))
+        except (IndexError, ValueError):
+            pass
+    return out
+total = numbers("gpu-memory.log", 0)
+per_process = numbers("gpu-processes.log", 1)
+idle = numbers("vmstat.log", 14)[1:]          # the first line is the average since boot
+if total:
+    print(f"GPU MEMORY peak {max(total) / 1024:.1f} GiB in all; one process at most "
+          f"{max(per_process or [0]) / 1024:.1f} GiB")
+if idle:
+    print(f"CPU busy {100 - sum(idle) / len(idle):.0f}% on average, {100 - min(idle):.0f}% at the busiest 5 s")
+EOF
+}
+
 shared() {
+  local copies=${COPIES:-4}
   rm -rf "$WORK/shared"
-  { time timeout "$(left 450)" python -m grader bench grading --copies 4 --gpus 0 --per-gpu 4 --suite hidden \
-      --out "$WORK/shared"; } > "$WORK/shared.log" 2>&1
+  sample_start
+  { time timeout "$(left 560)" python -m grader bench grading --copies "$copies" --gpus 0 --per-gpu "$copies" \
+      --suite hidden --out "$WORK/shared"; } > "$WORK/shared.log" 2>&1
+  sample_stop
   tail -n 8 "$WORK/shared.log"
   grep -h "GPU lock:" "$WORK"/shared/*/log.txt   # waited / held alone / lent to compiles, per run
   python - "$WORK" <<'EOF'
@@ -67,7 +107,7 @@ def wall(name):
 one, four = wall("alone"), wall("shared")
 if one and four:
     gain = (four[0] / four[1]) / (one[0] / one[1])
-    print(f"THROUGHPUT alone {3600 * one[0] / one[1]:.1f}/h, 4 per GPU {3600 * four[0] / four[1]:.1f}/h: "
+    print(f"THROUGHPUT alone {3600 * one[0] / one[1]:.1f}/h, {four[0]} per GPU {3600 * four[0] / four[1]:.1f}/h: "
           f"gain {gain:.2f}x (needs >= 2.5x)")
 else:
     print(f"THROUGHPUT: missing a run (alone {one}, shared {four})")
