@@ -103,6 +103,16 @@ class Impl:
         with gpu_lock.shared():
             return self._request("run", fn, args, kwargs)
 
+    def run_harness(self, fn, *args, **kwargs):
+        """`run` for the harness's own housekeeping (say, handing cached GPU memory back), which calls no
+        student code: the rules of `guards` are about the student's calls and do not apply to it."""
+        __tracebackhide__ = True  # noqa: F841
+        previous, self._rules = self._rules, _Rules()
+        try:
+            return self.run(fn, *args, **kwargs)
+        finally:
+            self._rules = previous
+
     def source(self, module: str) -> str:
         """The submitted source of `module`, read as text (never imported here)."""
         if self._sources.get(module) is None:

@@ -562,7 +562,7 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
         del audits                         # they hold the outputs: released below only once unreferenced
         # What the timing reserved (input sets, outputs, flush buffers) goes back to the GPU: kept in two
         # caching allocators for the rest of the run, it is memory the other submissions on it lack.
-        impl.run(release_cached_memory)
+        impl.run_harness(release_cached_memory)
         release_cached_memory(None)
     graded_floor = window.bound_ms if window is not None and window.conclusive else 0.0
     ratios = {name: _median_ratio(measured, name, graded_floor) for name in baselines}

@@ -43,15 +43,38 @@ class FakeImpl:
         self.clock.advance(self.overhead_ms)
         return fn(self.modules, *args)
 
+    run_harness = run
+
+
+class LaunchRequiredImpl(FakeImpl):
+    """An impl under `guards(require_triton=True)`: a `run` that calls no student code is refused, as
+    the real impls refuse a call that launched no Triton kernel."""
+
+    def run(self, fn, *args):
+        calls = self.student_calls
+        result = super().run(fn, *args)
+        if self.student_calls == calls:
+            raise AssertionError(f"{fn.__name__} ran no student code under require_triton")
+        return result
+
+    def run_harness(self, fn, *args):
+        return super().run(fn, *args)
+
+    @property
+    def student_calls(self) -> int:
+        return self.modules.demo.calls
+
 
 def kernel_module(clock, ms, events=None, output=lambda x: x + 1):
     def add_one(x):
+        demo.calls += 1
         if events is not None:
             events.append(("submission", x))
         clock.advance(ms)
         return output(x)
 
-    return types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
+    demo = types.SimpleNamespace(add_one=add_one, calls=0)
+    return types.SimpleNamespace(demo=demo)
 
 
 def baseline(clock, ms, events=None, name="baseline"):

@@ -319,6 +319,17 @@ def test_no_triton_launch_is_a_rule_violation_when_required(impl):
         impl.softmax.launches_nothing(torch.zeros(2))
 
 
+def test_harness_housekeeping_is_outside_the_call_rules_and_student_calls_are_not(impl):
+    from grader.timing import release_cached_memory
+
+    with impl.guards(forbid=MATMUL_OPS, require_triton=True):
+        impl.run_harness(release_cached_memory)
+        with pytest.raises(RuleViolation, match="no Triton kernel was launched"):
+            impl.run(release_cached_memory)
+        with pytest.raises(RuleViolation, match="no Triton kernel was launched"):
+            impl.softmax.launches_nothing(torch.zeros(2))
+
+
 def test_a_triton_launch_satisfies_require_triton(impl):
     pytest.importorskip("triton")
     with impl.guards(forbid=MATMUL_OPS, require_triton=True):

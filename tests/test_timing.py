@@ -9,7 +9,7 @@ from __future__ import annotations
 import types
 
 import pytest
-from perf_fakes import FakeImpl, baseline, clock_bench, counter_inputs, exact_check, kernel_module
+from perf_fakes import FakeImpl, LaunchRequiredImpl, baseline, clock_bench, counter_inputs, exact_check, kernel_module
 
 from grader import environment, timing
 
@@ -36,6 +36,16 @@ def test_ratio_is_baseline_time_over_submission_time(clock):
     assert result.ratios["slow"] == pytest.approx(1.5)
     assert result.submission_ms == pytest.approx(2.0)
     assert not result.retry
+
+
+def test_a_perf_check_under_require_triton_runs_nothing_in_the_worker_but_the_kernel(clock):
+    # Perf checks run inside guards(require_triton=True): a housekeeping call through impl.run (memory
+    # handed back) failed every one of them as "no Triton kernel was launched".
+    impl = LaunchRequiredImpl(kernel_module(clock, 2.0), clock)
+    result = timing.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
+                                  check=exact_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
+                                  environment=lambda: [])
+    assert result.ratio == pytest.approx(0.5)
 
 
 def test_rounds_alternate_which_side_runs_first(clock):
