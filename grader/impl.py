@@ -225,18 +225,23 @@ class IsolatedImpl(Impl):
         self._connection()
         deadline = time.monotonic() + self.call_timeout
         try:
-            self._send(channel.Call(kind, target, args, kwargs, self._rules.forbid, self._rules.require_triton))
-            reply, deadline = self._past_compiles(self._next_reply(deadline), deadline)
-            if isinstance(reply, channel.NeedBuffers):
-                self._send(channel.Buffers(self._transport.allocate(reply.wanted)))
-                reply = self._next_reply(deadline)
+            try:
+                self._send(channel.Call(kind, target, args, kwargs, self._rules.forbid, self._rules.require_triton))
+                reply, deadline = self._past_compiles(self._next_reply(deadline), deadline)
+                if isinstance(reply, channel.NeedBuffers):
+                    self._send(channel.Buffers(self._transport.allocate(reply.wanted)))
+                    reply = self._next_reply(deadline)
+            except WorkerLost:
+                raise
+            except BaseException:
+                # Left mid-exchange (a reply buffer the GPU had no memory for, a forged frame): the worker
+                # may still wait for an answer, so the next call would be read as one. It gets a fresh worker.
+                self._kill()
+                raise
             return self._outcome(reply, channel)
         except WorkerLost as lost:
             if lost.timed_out:
                 self._hung.add(name)
-            raise
-        except channel.ChannelError:
-            self._kill()  # the channel may be out of step now: the next call gets a fresh worker
             raise
         finally:
             if self._transport is not None:

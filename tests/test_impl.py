@@ -435,6 +435,23 @@ def test_isolated_call_after_a_refused_reply_gets_its_own_answer(isolated):
         isolated._kill()  # leave no unread reply for the next test
 
 
+def test_isolated_call_after_a_reply_buffer_the_checker_could_not_allocate_gets_its_own_answer(
+        isolated, monkeypatch):
+    from grader import shared_tensors
+
+    isolated._kill()
+    try:
+        # On a GPU short of memory the checker cannot allocate the buffer a reply asked for; the worker,
+        # still waiting for buffers, once read the next call as its answer and died of it.
+        monkeypatch.setattr(shared_tensors, "MAX_REPLY_HOST_BYTES", 1024)
+        with pytest.raises(shared_tensors.TransportError, match="more than the 1024"):
+            isolated.softmax.ok(torch.ones(1000))
+        monkeypatch.undo()
+        assert torch.equal(isolated.softmax.ok(torch.ones(1)), torch.tensor([2.0]))
+    finally:
+        isolated._kill()
+
+
 def test_isolated_reply_that_stalls_midway_is_stopped(isolated):
     import threading
 
