@@ -60,6 +60,7 @@ UNSTABLE_SPREAD is flagged `retry` rather than graded low.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import os
@@ -326,10 +327,16 @@ def warm_up(modules, target: str, inputs: tuple) -> None:
 
 
 def release_cached_memory(modules) -> None:
-    """Either side: hand the CUDA caching allocator's free blocks back to the GPU."""
+    """Either side: hand the memory a perf check used back to the GPU, for the other submissions on it.
+    Tensors only cycles still hold go first; then blocks lent to the other process over CUDA IPC, which
+    stay allocated here until collected; then the caching allocator's free blocks."""
+    import gc
+
     import torch
 
+    gc.collect()
     if torch.cuda.is_available():
+        torch.cuda.ipc_collect()
         torch.cuda.empty_cache()
 
 
@@ -540,30 +547,33 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
             impl.run(warm_up, target, tuple(make_inputs()))
     reasons, audits = [], []
     alone_before = _alone_s(lock)
-    with lock.exclusive(lend_for_compiles=True) as hold:
-        if not warm_shared:
-            impl.run(warm_up, target, tuple(make_inputs()))
-        with lock.keep_through_compiles():
-            if hold.waited_out or not lock.alone_now:
-                reasons.append(f"the GPU could not be had alone (waited {hold.waited_s:.0f} s for other "
-                               "submissions)")
-            measured = []
-            while len(measured) < max(rounds, MAX_ROUNDS) and not _settled(measured, baselines, rounds):
-                measured.append(_one_round(impl, target, make_inputs, baselines, check, len(measured), bench,
-                                           warmup_ms, rep_ms, clock, sync, pause, audits))
-            claimed = statistics.median(r.submission_ms for r in measured)
-            window = (wall_window(impl, target, make_inputs, claimed, check, clock, sync, audits)
-                      if wall_check else None)
-            reasons += list((environment or _default_environment)())   # while the GPU is still ours alone
-    alone_s = None if alone_before is None else _alone_s(lock) - alone_before
-    with lock.shared():                    # the outputs' checks are the checker's GPU work, never timed
-        for audit in audits:
-            audit()
-        del audits                         # they hold the outputs: released below only once unreferenced
-        # What the timing reserved (input sets, outputs, flush buffers) goes back to the GPU: kept in two
-        # caching allocators for the rest of the run, it is memory the other submissions on it lack.
-        impl.run_harness(release_cached_memory)
-        release_cached_memory(None)
+    try:
+        with lock.exclusive(lend_for_compiles=True) as hold:
+            if not warm_shared:
+                impl.run(warm_up, target, tuple(make_inputs()))
+            with lock.keep_through_compiles():
+                if hold.waited_out or not lock.alone_now:
+                    reasons.append(f"the GPU could not be had alone (waited {hold.waited_s:.0f} s for other "
+                                   "submissions)")
+                measured = []
+                while len(measured) < max(rounds, MAX_ROUNDS) and not _settled(measured, baselines, rounds):
+                    measured.append(_one_round(impl, target, make_inputs, baselines, check, len(measured),
+                                               bench, warmup_ms, rep_ms, clock, sync, pause, audits))
+                claimed = statistics.median(r.submission_ms for r in measured)
+                window = (wall_window(impl, target, make_inputs, claimed, check, clock, sync, audits)
+                          if wall_check else None)
+                reasons += list((environment or _default_environment)())   # while the GPU is ours alone
+        alone_s = None if alone_before is None else _alone_s(lock) - alone_before
+        with lock.shared():                # the outputs' checks are the checker's GPU work, never timed
+            for audit in audits:
+                audit()
+    except BaseException:
+        audits.clear()
+        with contextlib.suppress(Exception):   # a dead worker has nothing to hand back; the failure stands
+            _hand_back_memory(impl, lock)
+        raise
+    audits.clear()                         # they hold the outputs: released below only once unreferenced
+    _hand_back_memory(impl, lock)
     graded_floor = window.bound_ms if window is not None and window.conclusive else 0.0
     ratios = {name: _median_ratio(measured, name, graded_floor) for name in baselines}
     spread = _spread([r.baseline_ms[next(iter(baselines))] / max(r.submission_ms, graded_floor)
@@ -577,6 +587,17 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
         baselines_ms={name: statistics.median(_timed(measured, name)) for name in baselines},
         ratios=ratios, rounds=measured, window=window, retry_reasons=reasons,
         flops=flops, bytes_moved=bytes_moved, alone_s=alone_s)
+
+
+def _hand_back_memory(impl, lock) -> None:
+    """What a perf check reserved (input sets, outputs, flush buffers), kept in two caching allocators
+    for the rest of the run, is memory the other submissions on this GPU lack: both sides give it back,
+    after a failed check as well."""
+    with lock.shared():
+        try:
+            impl.run_harness(release_cached_memory)
+        finally:
+            release_cached_memory(None)
 
 
 def _one_round(impl, target, make_inputs, baselines, check, index, bench, warmup_ms, rep_ms, clock, sync,

@@ -118,6 +118,35 @@ def test_the_memory_timing_reserved_is_handed_back_on_both_sides(clock, monkeypa
     assert sorted(released) == [False, True]     # once in the worker, once here
 
 
+def test_the_memory_is_handed_back_after_a_failed_check_as_well(clock, monkeypatch):
+    released = []
+    monkeypatch.setattr(timing, "release_cached_memory", lambda modules: released.append(modules is None))
+
+    def wrong(x):
+        clock.advance(2.0)
+        return x + 2
+
+    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=wrong))
+    with pytest.raises(AssertionError, match="wrong output"):
+        timing.measure_ratio(FakeImpl(modules, clock), "demo.add_one", counter_inputs(),
+                             {"base": lambda x: (lambda: x + 1)}, check=exact_check, bench=clock_bench(clock),
+                             clock=clock, sync=lambda: None, environment=lambda: [], lock=RecordingLock(),
+                             ramp=lambda: None)
+    assert sorted(released) == [False, True]
+
+
+def test_handing_memory_back_collects_what_cuda_ipc_lent_and_the_allocator_cached(monkeypatch):
+    import torch
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "ipc_collect", lambda: calls.append("ipc_collect"))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
+    timing.release_cached_memory(None)
+    # blocks a worker had open stay allocated here until collected, so they go before the cache is emptied
+    assert calls == ["ipc_collect", "empty_cache"]
+
+
 def test_a_wrong_output_still_fails_the_check_when_it_is_checked_afterwards(clock):
     lock = RecordingLock()
 
