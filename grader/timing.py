@@ -449,6 +449,7 @@ class PerfResult:
     flops: float | None = None
     bytes_moved: float | None = None
     alone_s: float | None = None       # how long the check held a shared GPU alone (None: not shared)
+    alone_phases_s: dict[str, float] | None = None   # that hold by phase: warm_up (lent time out), rounds, ...
 
     @property
     def ratio(self) -> float:
@@ -496,6 +497,8 @@ class PerfResult:
             measured["gbs"] = round(self.gbs, 1)
         if self.alone_s is not None:
             measured["gpu_alone_s"] = round(self.alone_s, 3)
+        if self.alone_phases_s is not None:
+            measured["gpu_alone_phases_s"] = {name: round(s, 3) for name, s in self.alone_phases_s.items()}
         if self.retry_reasons:
             measured["retry_reasons"] = list(self.retry_reasons)
         return {"ratio": round(self.ratio, 4), "baseline": self.baseline_name, "measured": measured,
@@ -545,13 +548,16 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
         (ramp or ramp_clocks)()
         if warm_shared:
             impl.run(warm_up, target, tuple(make_inputs()))
-    reasons, audits = [], []
+    reasons, audits, phases = [], [], {}
     alone_before = _alone_s(lock)
     try:
         with lock.exclusive(lend_for_compiles=True) as hold:
+            phase_start, lent_before = clock(), _lent_s(lock)
             if not warm_shared:
                 impl.run(warm_up, target, tuple(make_inputs()))
+            phases["warm_up"] = clock() - phase_start - (_lent_s(lock) - lent_before)
             with lock.keep_through_compiles():
+                phase_start = clock()
                 if hold.waited_out or not lock.alone_now:
                     reasons.append(f"the GPU could not be had alone (waited {hold.waited_s:.0f} s for other "
                                    "submissions)")
@@ -560,9 +566,12 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
                     measured.append(_one_round(impl, target, make_inputs, baselines, check, len(measured),
                                                bench, warmup_ms, rep_ms, clock, sync, pause, audits))
                 claimed = statistics.median(r.submission_ms for r in measured)
+                phases["rounds"], phase_start = clock() - phase_start, clock()
                 window = (wall_window(impl, target, make_inputs, claimed, check, clock, sync, audits)
                           if wall_check else None)
+                phases["window"], phase_start = clock() - phase_start, clock()
                 reasons += list((environment or _default_environment)())   # while the GPU is ours alone
+                phases["environment"] = clock() - phase_start
         alone_s = None if alone_before is None else _alone_s(lock) - alone_before
         with lock.shared():                # the outputs' checks are the checker's GPU work, never timed
             for audit in audits:
@@ -586,7 +595,8 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
         submission_ms=max(claimed, graded_floor),
         baselines_ms={name: statistics.median(_timed(measured, name)) for name in baselines},
         ratios=ratios, rounds=measured, window=window, retry_reasons=reasons,
-        flops=flops, bytes_moved=bytes_moved, alone_s=alone_s)
+        flops=flops, bytes_moved=bytes_moved, alone_s=alone_s,
+        alone_phases_s=phases if alone_s is not None else None)
 
 
 def _hand_back_memory(impl, lock) -> None:
@@ -702,6 +712,12 @@ def _alone_s(lock) -> float | None:
     """Seconds this run has held its GPU alone so far (None when the GPU is not shared)."""
     totals = getattr(lock, "totals", None)
     return None if totals is None else totals.alone_s
+
+
+def _lent_s(lock) -> float:
+    """Seconds this run has lent its hold to compiles so far (0 when the GPU is not shared)."""
+    totals = getattr(lock, "totals", None)
+    return 0.0 if totals is None else totals.lent_s
 
 
 def _spread(values):

@@ -38,6 +38,20 @@ def perf_tests(result: dict) -> dict[str, tuple[float, bool, str, float | None]]
     return found
 
 
+def alone_by_phase(result: dict) -> str:
+    """Where the perf checks' time alone on the GPU went, summed over the checks, and how many rounds."""
+    totals, rounds = {}, 0
+    for problem in result.get("problems", []):
+        for check in problem["checks"]:
+            for test in check["tests"] if check.get("perf") else []:
+                measured = (test.get("perf") or {}).get("measured") or {}
+                rounds += len(measured.get("rounds") or [])
+                for phase, seconds in (measured.get("gpu_alone_phases_s") or {}).items():
+                    totals[phase] = totals.get(phase, 0.0) + seconds
+    parts = ", ".join(f"{phase} {seconds:.1f}" for phase, seconds in totals.items())
+    return f"alone by phase (s): {parts or '-'}; {rounds} rounds"
+
+
 def perf_score(result: dict) -> tuple[float, float]:
     earned = possible = 0.0
     for problem in result.get("problems", []):
@@ -63,6 +77,7 @@ def main(arguments: list[str]) -> int:
                   f"  perf {earned:g}/{possible:g}  gpu {result.get('gpu')} per_gpu {result.get('per_gpu')}"
                   f"  child {timing.get('child_s')} s  perf checks alone on the GPU "
                   f"{sum(v[3] or 0.0 for v in perf_tests(result).values()):.1f} s")
+            print(f"    {alone_by_phase(result)}")
     print("== perf ratios per test: min / max over the copies of each group (retries marked *)")
     names = sorted({name for results in groups.values() for r in results for name in perf_tests(r)})
     for name in names:

@@ -100,6 +100,45 @@ def test_every_call_runs_with_the_gpu_alone_and_only_the_warm_up_lends_it_to_com
     assert lock.exclusive_takes == 1     # warm-up and rounds queue for the GPU once
 
 
+class LendingLock(RecordingLock):
+    """A RecordingLock keeping totals as the real lock does: time held alone, less what was lent."""
+
+    def __init__(self, clock):
+        super().__init__()
+        self.totals, self.clock = gpu_lock.LockTotals(), clock
+
+    @contextlib.contextmanager
+    def exclusive(self, wait_s=0.0, lend_for_compiles=False):
+        with super().exclusive(wait_s, lend_for_compiles) as hold:
+            start = self.clock()
+            try:
+                yield hold
+            finally:
+                self.totals.alone_s += self.clock() - start - self.totals.lent_s
+
+
+def test_a_perf_record_says_where_its_time_alone_went_leaving_out_what_compiles_borrowed(clock, monkeypatch):
+    monkeypatch.delenv(timing.WARMUP_ENV, raising=False)
+    lock = LendingLock(clock)
+    events = []
+    original_advance = clock.advance
+
+    def advance(ms):                    # a warm-up call of 2 ms spends 1.5 ms compiling, lent out
+        if lock.lending and ms:         # (a transport's advance of 0 ms is no compile)
+            lock.totals.lent_s += 1.5e-3
+        original_advance(ms)
+
+    monkeypatch.setattr(clock, "advance", advance)
+    result = run_measure(clock, lock, events)
+    phases = result.alone_phases_s
+    assert set(phases) == {"warm_up", "rounds", "window", "environment"}
+    assert phases["warm_up"] == pytest.approx(0.5e-3)
+    # three rounds of: the kernel's untimed first call and its timed one, 2 ms each, then the baseline's 1 ms
+    assert phases["rounds"] == pytest.approx(3 * (2 * 2.0 + 1.0) * 1e-3)
+    assert sum(phases.values()) == pytest.approx(result.alone_s)
+    assert result.as_record()["measured"]["gpu_alone_phases_s"]["rounds"] == pytest.approx(0.015)
+
+
 def test_outputs_are_checked_after_the_gpu_is_given_back(clock, monkeypatch):
     monkeypatch.delenv(timing.WARMUP_ENV, raising=False)
     events = []
