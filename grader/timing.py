@@ -422,6 +422,9 @@ class Round:
     submission_ms: float               # claimed by the worker
     baseline_ms: dict[str, float]
     wall_ms: float                     # checker's wall clock around the worker's timing call
+    baselines_wall_ms: float = 0.0     # checker's wall clock around the baselines, the worker's pause included
+    pause_ms: float = 0.0              # of which: stopping the worker and waiting for a quiet GPU
+    round_ms: float = 0.0              # the whole round, fresh inputs and their transport included
 
 
 @dataclass
@@ -483,7 +486,9 @@ class PerfResult:
             "baseline_ms": {name: round(ms, 6) for name, ms in self.baselines_ms.items()},
             "ratios": {name: round(value, 4) for name, value in self.ratios.items()},
             "rounds": [{"claimed_ms": round(r.submission_ms, 6), "wall_ms": round(r.wall_ms, 3),
-                        "baseline_ms": {n: round(ms, 6) for n, ms in r.baseline_ms.items()}}
+                        "baseline_ms": {n: round(ms, 6) for n, ms in r.baseline_ms.items()},
+                        "baselines_wall_ms": round(r.baselines_wall_ms, 3), "pause_ms": round(r.pause_ms, 3),
+                        "round_ms": round(r.round_ms, 3)}
                        for r in self.rounds],
             "wall_bound_applied": self.bound_applied,
         }
@@ -612,6 +617,7 @@ def _hand_back_memory(impl, lock) -> None:
 
 def _one_round(impl, target, make_inputs, baselines, check, index, bench, warmup_ms, rep_ms, clock, sync,
                pause, audits) -> Round:
+    round_start = clock()
     inputs = tuple(make_inputs())
     seed = random.SystemRandom().randrange(1 << 62)
     # ours to check against: an in-process impl refreshes the very objects it is given
@@ -621,16 +627,18 @@ def _one_round(impl, target, make_inputs, baselines, check, index, bench, warmup
     # Alternate who goes first, so slow drift (clocks, temperature) does not favour one side.
     if index % 2 == 0:
         claim, output, refreshed, wall = _time_submission(impl, target, inputs, warmup_ms, rep_ms, clock, sync, seed)
-        base = _time_baselines(impl, timed_baselines, inputs, bench, warmup_ms, rep_ms, pause)
+        base, base_wall, pause_ms = _time_baselines(impl, timed_baselines, inputs, bench, warmup_ms, rep_ms, pause,
+                                                    clock)
     else:
-        base = _time_baselines(impl, timed_baselines, inputs, bench, warmup_ms, rep_ms, pause)
+        base, base_wall, pause_ms = _time_baselines(impl, timed_baselines, inputs, bench, warmup_ms, rep_ms, pause,
+                                                    clock)
         claim, output, refreshed, wall = _time_submission(impl, target, inputs, warmup_ms, rep_ms, clock, sync, seed)
     if check is not None:
         def audit():
             replay_refreshes(pristine, seed, refreshed)   # what the worker's inputs became, call after call
             check(output, pristine)
         audits.append(audit)
-    return Round(claim, base, wall)
+    return Round(claim, base, wall, base_wall, pause_ms, (clock() - round_start) * 1e3)
 
 
 def _settled(measured, baselines, rounds) -> bool:
@@ -690,13 +698,17 @@ def _time_submission(impl, target, inputs, warmup_ms, rep_ms, clock, sync, seed)
     return claim, output, refreshed, wall_ms
 
 
-def _time_baselines(impl, baselines, inputs, bench, warmup_ms, rep_ms, pause):
+def _time_baselines(impl, baselines, inputs, bench, warmup_ms, rep_ms, pause, clock=_wall_clock):
     """The baselines, timed here while the worker is stopped: a thread left behind by student code
-    cannot load the GPU (say, saturate HBM) while its baseline runs and so make the ratio look better."""
+    cannot load the GPU (say, saturate HBM) while its baseline runs and so make the ratio look better.
+    Returns ({name: ms}, ms of the whole, ms of it spent pausing the worker)."""
     if pause is None:
         from grader.pausing import paused_worker as pause
+    start = clock()
     with pause(impl):
-        return {name: float(bench(factory(*inputs), warmup_ms, rep_ms)) for name, factory in baselines.items()}
+        paused = clock()
+        times = {name: float(bench(factory(*inputs), warmup_ms, rep_ms)) for name, factory in baselines.items()}
+    return times, (clock() - start) * 1e3, (paused - start) * 1e3
 
 
 def _median_ratio(measured, name, floor_ms):

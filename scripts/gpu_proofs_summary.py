@@ -40,7 +40,7 @@ def perf_tests(result: dict) -> dict[str, tuple[float, bool, str, float | None]]
 
 def alone_by_phase(result: dict) -> str:
     """Where the perf checks' time alone on the GPU went, summed over the checks, and how many rounds."""
-    totals, rounds = {}, 0
+    totals, rounds, split = {}, 0, {"submission": 0.0, "baselines": 0.0, "pause": 0.0, "other": 0.0}
     for problem in result.get("problems", []):
         for check in problem["checks"]:
             for test in check["tests"] if check.get("perf") else []:
@@ -48,8 +48,15 @@ def alone_by_phase(result: dict) -> str:
                 rounds += len(measured.get("rounds") or [])
                 for phase, seconds in (measured.get("gpu_alone_phases_s") or {}).items():
                     totals[phase] = totals.get(phase, 0.0) + seconds
+                for entry in measured.get("rounds") or []:
+                    if "round_ms" in entry:
+                        split["submission"] += entry["wall_ms"] / 1e3
+                        split["baselines"] += (entry["baselines_wall_ms"] - entry["pause_ms"]) / 1e3
+                        split["pause"] += entry["pause_ms"] / 1e3
+                        split["other"] += (entry["round_ms"] - entry["wall_ms"] - entry["baselines_wall_ms"]) / 1e3
     parts = ", ".join(f"{phase} {seconds:.1f}" for phase, seconds in totals.items())
-    return f"alone by phase (s): {parts or '-'}; {rounds} rounds"
+    inside = ", ".join(f"{part} {seconds:.1f}" for part, seconds in split.items())
+    return f"alone by phase (s): {parts or '-'}; {rounds} rounds ({inside})"
 
 
 def perf_score(result: dict) -> tuple[float, float]:

@@ -272,6 +272,23 @@ def test_record_has_the_fields_the_plugin_scores(clock):
     assert record["measured"]["gbs"] == pytest.approx(2.0)
 
 
+def test_each_round_says_how_long_its_baselines_and_the_workers_pause_took(clock):
+    import contextlib
+
+    @contextlib.contextmanager
+    def slow_pause(impl):               # stopping the worker and waiting for a quiet GPU: 5 ms
+        clock.advance(5.0)
+        yield []
+
+    result = measure(clock, kernel_module(clock, 2.0), {"fast": baseline(clock, 1.0), "slow": baseline(clock, 3.0)},
+                     pause=slow_pause)
+    first, second = result.as_record()["measured"]["rounds"][:2]
+    assert first["pause_ms"] == pytest.approx(5.0) and first["baselines_wall_ms"] == pytest.approx(5.0 + 1.0 + 3.0)
+    assert second["baselines_wall_ms"] == pytest.approx(5.0 + 1.0)     # comparison baselines once only
+    for entry in (first, second):
+        assert entry["round_ms"] == pytest.approx(entry["wall_ms"] + entry["baselines_wall_ms"])
+
+
 def test_measure_ratio_needs_a_baseline(clock):
     with pytest.raises(ValueError, match="baseline"):
         measure(clock, kernel_module(clock, 2.0), {})
