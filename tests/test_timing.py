@@ -55,15 +55,15 @@ def test_rounds_alternate_which_side_runs_first(clock):
     first_by_round = {}
     for name, round_input in events:
         first_by_round.setdefault(round_input, name)
-    # input 1 is the untimed warm-up call (compiles, autotune) before the rounds
-    assert list(first_by_round.values()) == ["submission", "submission", "base", "submission", "base"]
+    # input 1 sets the baselines up and input 2 is the warm-up call (compiles, autotune), both untimed
+    assert list(first_by_round.values()) == ["base", "submission", "submission", "base", "submission", "base"]
 
 
 def test_each_round_draws_fresh_inputs(clock):
     events = []
     measure(clock, kernel_module(clock, 2.0, events), {"base": baseline(clock, 1.0)}, rounds=3,
             wall_check=False)
-    assert sorted({x for _, x in events}) == [1, 2, 3, 4]     # the warm-up's, then one per round
+    assert sorted({x for _, x in events}) == [2, 3, 4, 5]     # the warm-up's, then one per round
 
 
 def _measure_rounds(clock, round_ms, rounds=3):
@@ -245,7 +245,7 @@ def test_baseline_drift_within_the_spread_is_not_a_retry(clock):
 
 
 def test_disagreeing_rounds_ask_for_a_retry(clock):
-    times = iter([1.0, 3.0, 1.0, 3.0, 1.0, 3.0, 1.0])
+    times = iter([2.0, 1.0, 3.0, 1.0, 3.0, 1.0, 3.0, 1.0])   # the first: the baseline's untimed set-up
 
     def factory(x):
         return lambda: clock.advance(next(times))
