@@ -125,6 +125,6 @@ def test_submissions_whose_shared_gpu_ran_out_of_memory_are_graded_again_alone(t
 
 def test_a_per_gpu_beyond_the_gpus_memory_is_warned_about_with_one_that_fits():
     warning = runner.per_gpu_memory_warning(6, 140 << 30)
-    assert "--per-gpu 6 may need 144 GiB" in warning and "--per-gpu 5 fits" in warning
+    assert "--per-gpu 6 may need 162 GiB" in warning and "--per-gpu 5 fits" in warning
     assert runner.per_gpu_memory_warning(4, 140 << 30) is None
     assert runner.per_gpu_memory_warning(6, None) is None

@@ -223,7 +223,9 @@ def default_jobs() -> int:
 # plus the checker's few GiB, and the largest perf inputs with the wall window's sets on the GPU.
 CORES_PER_SUBMISSION = 4
 RAM_PER_SUBMISSION = 16 << 30
-GPU_MEMORY_PER_SUBMISSION = 24 << 30   # H200: six references at once (12 processes) filled its 140 GiB
+# H200: four references started together peaked at 108 GiB in all, twice (checkers 22-23 GiB at most,
+# workers 11); six ran out of its 140 GiB
+GPU_MEMORY_PER_SUBMISSION = 27 << 30
 MAX_DEFAULT_PER_GPU = 4             # H200, 4 vs 1: 3.2x without perf checks, 2.45-2.65x with; 6 ran out of memory
 
 
