@@ -55,8 +55,10 @@ are timed, up to MAX_ROUNDS, until all but one agree within STABLE_SPREAD; then 
 Only the graded (first) baseline is timed in every round; the others, shown for comparison, in the first.
 
 A run whose environment is off (copy bandwidth or matmul throughput far below the GPU's norm, another
-process on the GPU: `grader.environment.retry_reasons`) or whose rounds disagree by more than
-UNSTABLE_SPREAD is flagged `retry` rather than graded low.
+process on the GPU: `grader.environment.retry_reasons`), whose rounds disagree by more than
+UNSTABLE_SPREAD, or during whose timing either side's caching allocator ran short of GPU memory (the
+retry frees the cache and synchronises the device: a stall no kernel caused, likelier with neighbours
+on the GPU) is flagged `retry` rather than graded low.
 """
 
 from __future__ import annotations
@@ -341,6 +343,16 @@ def release_cached_memory(modules) -> None:
         torch.cuda.empty_cache()
 
 
+def alloc_retries(modules) -> int:
+    """Either side: how often this process's caching allocator found the GPU's memory short, freed its
+    cache (synchronising the device) and tried again. Inside a timing that is a stall no kernel caused."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return 0
+    return int(torch.cuda.memory_stats().get("num_alloc_retries", 0))
+
+
 def call_repeatedly(modules, target: str, input_sets: list, calls: int):
     """Worker side of the wall-clock window: `calls` calls cycling over the sets, then a synchronize.
 
@@ -454,6 +466,7 @@ class PerfResult:
     bytes_moved: float | None = None
     alone_s: float | None = None       # how long the check held a shared GPU alone (None: not shared)
     alone_phases_s: dict[str, float] | None = None   # that hold by phase: warm_up (lent time out), rounds, ...
+    alloc_retries: dict[str, int] = field(default_factory=dict)   # per side, while timing (none: empty)
 
     @property
     def ratio(self) -> float:
@@ -505,6 +518,8 @@ class PerfResult:
             measured["gpu_alone_s"] = round(self.alone_s, 3)
         if self.alone_phases_s is not None:
             measured["gpu_alone_phases_s"] = {name: round(s, 3) for name, s in self.alone_phases_s.items()}
+        if self.alloc_retries:
+            measured["alloc_retries"] = dict(self.alloc_retries)
         if self.retry_reasons:
             measured["retry_reasons"] = list(self.retry_reasons)
         return {"ratio": round(self.ratio, 4), "baseline": self.baseline_name, "measured": measured,
@@ -564,6 +579,7 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
                 impl.run(warm_up, target, tuple(make_inputs()))
             phases["warm_up"] = clock() - phase_start - (_lent_s(lock) - lent_before)
             with lock.keep_through_compiles():
+                retries_before = _alloc_retries(impl)
                 phase_start = clock()
                 if hold.waited_out or not lock.alone_now:
                     reasons.append(f"the GPU could not be had alone (waited {hold.waited_s:.0f} s for other "
@@ -579,6 +595,12 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
                 phases["window"], phase_start = clock() - phase_start, clock()
                 reasons += list((environment or _default_environment)())   # while the GPU is ours alone
                 phases["environment"] = clock() - phase_start
+                retries = {side: after - before
+                           for side, before, after in zip(("worker", "checker"), retries_before, _alloc_retries(impl))
+                           if after > before}
+                if retries:
+                    reasons.append("the GPU's memory ran short while timing: the allocator freed its cache and "
+                                   "tried again (" + ", ".join(f"{side} {n}x" for side, n in retries.items()) + ")")
         alone_s = None if alone_before is None else _alone_s(lock) - alone_before
         with lock.shared():                # the outputs' checks are the checker's GPU work, never timed
             for audit in audits:
@@ -603,7 +625,7 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
         baselines_ms={name: statistics.median(_timed(measured, name)) for name in baselines},
         ratios=ratios, rounds=measured, window=window, retry_reasons=reasons,
         flops=flops, bytes_moved=bytes_moved, alone_s=alone_s,
-        alone_phases_s=phases if alone_s is not None else None)
+        alone_phases_s=phases if alone_s is not None else None, alloc_retries=retries)
 
 
 def _set_up_baselines(baselines, make_inputs, sync) -> None:
@@ -736,6 +758,11 @@ def _alone_s(lock) -> float | None:
     """Seconds this run has held its GPU alone so far (None when the GPU is not shared)."""
     totals = getattr(lock, "totals", None)
     return None if totals is None else totals.alone_s
+
+
+def _alloc_retries(impl) -> tuple[int, int]:
+    """(worker, checker) counts of the allocators' retries so far (module attribute, so tests can fake it)."""
+    return int(impl.run_harness(alloc_retries)), alloc_retries(None)
 
 
 def _lent_s(lock) -> float:

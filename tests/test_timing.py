@@ -289,6 +289,31 @@ def test_each_round_says_how_long_its_baselines_and_the_workers_pause_took(clock
         assert entry["round_ms"] == pytest.approx(entry["wall_ms"] + entry["baselines_wall_ms"])
 
 
+def test_an_allocator_short_of_gpu_memory_while_timing_asks_for_a_retry(clock, monkeypatch):
+    # On a GPU shared with other submissions, an allocation that fails frees the cache and synchronises
+    # the device inside the timed calls: a stall the kernel did not cause, never a lower grade.
+    retries = {"worker": 0, "checker": 0}
+    monkeypatch.setattr(timing, "alloc_retries", lambda modules: retries["checker" if modules is None else "worker"])
+    modules = kernel_module(clock, 2.0)
+    add_one = modules.demo.add_one
+
+    def short_of_memory(x):
+        retries["worker"] += 1
+        return add_one(x)
+
+    modules.demo.add_one = short_of_memory
+    result = measure(clock, modules, {"base": baseline(clock, 1.0)})
+    assert result.retry and "memory ran short" in result.retry_reasons[0] and "worker" in result.retry_reasons[0]
+    assert result.as_record()["measured"]["alloc_retries"]["worker"] > 0
+    assert result.ratio == pytest.approx(0.5)          # scored as measured, flagged for a regrade
+
+
+def test_allocator_retries_from_before_the_check_are_no_reason_to_retry(clock, monkeypatch):
+    monkeypatch.setattr(timing, "alloc_retries", lambda modules: 7)    # retries before the check do not count
+    result = measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)})
+    assert not result.retry and "alloc_retries" not in result.as_record()["measured"]
+
+
 def test_measure_ratio_needs_a_baseline(clock):
     with pytest.raises(ValueError, match="baseline"):
         measure(clock, kernel_module(clock, 2.0), {})
