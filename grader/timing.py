@@ -32,7 +32,7 @@ MIN_WALL_WINDOW_MS the graded time becomes max(claim, (W / n - HOST_ALLOWANCE_MS
 - stalling the worker only raises W and the bound, so it never helps.
 Not covered by the window: kernels cheaper than MIN_WALL_WINDOW_MS / MAX_WALL_CALLS per call (too
 short to see from outside), and memoised outputs (the window cycles over up to MAX_WALL_SETS distinct
-sets and audits two of them at random).
+sets, WALL_INPUT_BUDGET_BYTES of them at most, and audits two of them at random).
 
 Three cheats the claim itself defends against (issue 14 hole 8; gallery entries timing_*):
 - memoised outputs: every timed call sees new values (`refresh_inputs` rolls and sign-flips each
@@ -85,7 +85,10 @@ HOST_ALLOWANCE_MS = 0.05       # per-call host launch cost the window sees and d
 MAX_WALL_CALLS = 2000
 MAX_REFRESHES = 100_000        # more refreshes than any timing could do: a reply claiming more is forged
 MAX_WALL_SETS = 16
-WALL_INPUT_BUDGET_BYTES = 4 << 30
+# The sets keep the window's calls off a warm L2 and give it outputs to audit; at the largest graded
+# inputs (256 MB per set) four do both, and sixteen held 8 GiB more per check on the GPU (inputs here,
+# outputs in both processes) when four submissions sharing an H200 already peaked at 108 GiB.
+WALL_INPUT_BUDGET_BYTES = 1 << 30
 WALL_AUDITS = 2                # outputs of the window re-checked, chosen after they arrive
 # max/min - 1 of the per-round ratios above which we ask for a retry. On a healthy H200 the baselines
 # (cuBLAS, cuDNN) drift 10-21% between rounds while the median ratio reproduces within ~4% run to run.

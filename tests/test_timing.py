@@ -234,6 +234,24 @@ def test_window_calls_scale_with_the_claim(clock):
     assert result.window.input_sets == timing.MAX_WALL_SETS
 
 
+class LargeInput(int):
+    """A counter input that says it holds 256 MiB, as the largest graded inputs do."""
+
+    def element_size(self):
+        return 2
+
+    def numel(self):
+        return 1 << 27
+
+
+def test_the_window_keeps_its_input_sets_within_a_memory_budget(clock):
+    counter = counter_inputs()
+    result = measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)},
+                     make_inputs=lambda: tuple(LargeInput(x) for x in counter()))
+    assert result.window.calls == int(timing.WALL_WINDOW_MS / 2.0)     # as many calls, over fewer sets
+    assert result.window.input_sets == timing.WALL_INPUT_BUDGET_BYTES // (256 << 20) == 4
+
+
 def test_baseline_drift_within_the_spread_is_not_a_retry(clock):
     times = iter([1.0, 1.2, 1.0] + [1.0] * 10)   # 20%: what cuDNN drifted between rounds on a healthy H200
 
