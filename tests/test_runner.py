@@ -561,7 +561,7 @@ def test_per_gpu_repeats_each_gpu_interleaved_and_shares_the_memory_cap(tmp_path
 @pytest.mark.parametrize("cores, ram_gib, gpu_gib, gpus, expected", [
     (16, 128, 141, 1, 4),      # one H200 with its node's share: capped at the measured 4
     (128, 2048, 141, 8, 4),    # the 8-GPU node: 16 cores and 256 GiB per GPU
-    (8, 128, 141, 1, 2),       # few cores: the compiles are the limit
+    (4, 128, 141, 1, 2),       # few cores: the compiles are the limit
     (64, 32, 141, 1, 2),       # little RAM
     (64, 512, 40, 1, 1),       # a small GPU
     (2, 4, None, 1, 1),        # never below one

@@ -218,10 +218,11 @@ def default_jobs() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
 
 
-# What one submission graded with perf checks needs, measured on the H200 (docs/grading-h200.md): a
-# core for the checker's and the worker's Triton compiles plus one for the rest, 8 GiB of worker cap
-# plus the checker's few GiB, and the largest perf inputs with the wall window's sets on the GPU.
-CORES_PER_SUBMISSION = 4
+# What one submission graded with perf checks needs, measured on the H200 (docs/grading-h200.md): two
+# cores (four at once kept 16 cores 21-22% busy on average, 50% at the busiest 5 s: their compiles
+# run one at a time per worker), 8 GiB of worker cap plus the checker's few GiB, and the largest perf
+# inputs with the wall window's sets on the GPU.
+CORES_PER_SUBMISSION = 2
 RAM_PER_SUBMISSION = 16 << 30
 # H200: four references started together peaked at 108 GiB in all, twice (checkers 22-23 GiB at most,
 # workers 11); six ran out of its 140 GiB
