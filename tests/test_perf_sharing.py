@@ -81,6 +81,19 @@ def run_measure(clock, lock, events, baselines=None, **options):
                                 sync=lambda: None, environment=lambda: [], lock=lock, ramp=ramp, **options)
 
 
+def measure_a_wrong_kernel(clock, lock):
+    """measure_ratio on a kernel whose outputs are off by one: the check fails with "wrong output"."""
+    def wrong(x):
+        clock.advance(2.0)
+        return x + 2
+
+    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=wrong))
+    with pytest.raises(AssertionError, match="wrong output"):
+        timing.measure_ratio(FakeImpl(modules, clock), "demo.add_one", counter_inputs(),
+                             {"base": lambda x: (lambda: x + 1)}, check=exact_check, bench=clock_bench(clock),
+                             clock=clock, sync=lambda: None, environment=lambda: [], lock=lock, ramp=lambda: None)
+
+
 @pytest.fixture
 def clock(monkeypatch):
     from perf_fakes import fake_clock
@@ -183,16 +196,7 @@ def test_the_memory_is_handed_back_after_a_failed_check_as_well(clock, monkeypat
     released = []
     monkeypatch.setattr(timing, "release_cached_memory", lambda modules: released.append(modules is None))
 
-    def wrong(x):
-        clock.advance(2.0)
-        return x + 2
-
-    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=wrong))
-    with pytest.raises(AssertionError, match="wrong output"):
-        timing.measure_ratio(FakeImpl(modules, clock), "demo.add_one", counter_inputs(),
-                             {"base": lambda x: (lambda: x + 1)}, check=exact_check, bench=clock_bench(clock),
-                             clock=clock, sync=lambda: None, environment=lambda: [], lock=RecordingLock(),
-                             ramp=lambda: None)
+    measure_a_wrong_kernel(clock, RecordingLock())
     assert sorted(released) == [False, True]
 
 
@@ -210,16 +214,7 @@ def test_handing_memory_back_collects_what_cuda_ipc_lent_and_the_allocator_cache
 
 def test_a_wrong_output_still_fails_the_check_when_it_is_checked_afterwards(clock):
     lock = RecordingLock()
-
-    def wrong(x):
-        clock.advance(2.0)
-        return x + 2
-
-    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=wrong))
-    with pytest.raises(AssertionError, match="wrong output"):
-        timing.measure_ratio(FakeImpl(modules, clock), "demo.add_one", counter_inputs(),
-                             {"base": lambda x: (lambda: x + 1)}, check=exact_check, bench=clock_bench(clock),
-                             clock=clock, sync=lambda: None, environment=lambda: [], lock=lock, ramp=lambda: None)
+    measure_a_wrong_kernel(clock, lock)
     assert not lock.exclusive_now and not lock.shared_now
 
 
