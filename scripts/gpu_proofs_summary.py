@@ -41,11 +41,13 @@ def perf_tests(result: dict) -> dict[str, tuple[float, bool, str, float | None]]
 def alone_by_phase(result: dict) -> str:
     """Where the perf checks' time alone on the GPU went, summed over the checks, and how many rounds."""
     totals, rounds, split = {}, 0, {"submission": 0.0, "baselines": 0.0, "pause": 0.0, "other": 0.0}
+    short_of_memory = 0
     for problem in result.get("problems", []):
         for check in problem["checks"]:
             for test in check["tests"] if check.get("perf") else []:
                 measured = (test.get("perf") or {}).get("measured") or {}
                 rounds += len(measured.get("rounds") or [])
+                short_of_memory += bool(measured.get("alloc_retries"))
                 for phase, seconds in (measured.get("gpu_alone_phases_s") or {}).items():
                     totals[phase] = totals.get(phase, 0.0) + seconds
                 for entry in measured.get("rounds") or []:
@@ -56,7 +58,8 @@ def alone_by_phase(result: dict) -> str:
                         split["other"] += (entry["round_ms"] - entry["wall_ms"] - entry["baselines_wall_ms"]) / 1e3
     parts = ", ".join(f"{phase} {seconds:.1f}" for phase, seconds in totals.items())
     inside = ", ".join(f"{part} {seconds:.1f}" for part, seconds in split.items())
-    return f"alone by phase (s): {parts or '-'}; {rounds} rounds ({inside})"
+    return (f"alone by phase (s): {parts or '-'}; {rounds} rounds ({inside}); "
+            f"{short_of_memory} checks short of GPU memory while timing")
 
 
 def perf_score(result: dict) -> tuple[float, float]:
