@@ -19,6 +19,10 @@ shared request inside this process's exclusive hold is a no-op), so no cycle of 
 wait is bounded: past its limit the caller goes on without the lock and says so (`Hold.waited_out`),
 a perf check then asks for a retry rather than grading on a shared GPU. A killed checker's locks
 vanish with its file descriptions, so nothing stale survives a crash.
+
+Each lock keeps its run's timeline (`GpuLock.summary()`: waits, holds and lends, on the host's
+monotonic clock, which every process on it shares): the runner keeps it in the result, and
+`scripts/gpu_lock_timeline.py` lays the runs of a batch side by side to say what each one waited for.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ FDS_ENV = "GRADER_GPU_LOCK_FDS"
 SHARED_WAIT_S = 900.0        # longer than any perf check's rounds, even with a per-call timeout in them
 EXCLUSIVE_WAIT_S = 900.0
 POLL_S = 0.005
+MAX_INTERVALS = 20_000       # a timeline's length; a reference's run has about 1,000
+INTERVAL_KINDS = ("wait_shared", "wait_alone", "shared", "alone", "lent")
 
 
 @dataclass
@@ -71,7 +77,9 @@ class GpuLock:
         self._held = 0             # the flock mode actually held (LOCK_SH or LOCK_EX), 0 for none
         self._lends = True         # whether the outermost hold may be set aside for a compile
         self._alone_since = None   # when the exclusive mode now held was taken
+        self._held_since = None    # when the mode now held was taken
         self.totals = LockTotals()
+        self.intervals: list[tuple[str, float, float]] = []   # (one of INTERVAL_KINDS, start, end)
 
     lends_compiles = True          # the worker should say when it compiles (grader.compile_notices)
 
@@ -150,6 +158,7 @@ class GpuLock:
             aside.rewait_s = self.clock() - back
             self.totals.lent_s += back - start
             self.totals.compiles += 1
+            self._note("lent", start, back)
 
     def _through_turnstile(self, mode: int, deadline: float) -> bool:
         """Take the main lock in `mode` behind anyone already waiting for it exclusively."""
@@ -166,11 +175,14 @@ class GpuLock:
             self.totals.waited_alone_s += now - start
             self.totals.takes_alone += 1
             self._alone_since = now if got else None
+        self._note("wait_alone" if mode == fcntl.LOCK_EX else "wait_shared", start, now)
+        self._held_since = now if got else None
         return got
 
     def _release(self) -> None:
         if self._held:
             fcntl.flock(self.main_fd, fcntl.LOCK_UN)
+            self._note("alone" if self._held == fcntl.LOCK_EX else "shared", self._held_since, self.clock())
             self._held = 0
         if self._alone_since is not None:
             self.totals.alone_s += self.clock() - self._alone_since
@@ -179,6 +191,18 @@ class GpuLock:
     @property
     def held_exclusively(self) -> bool:
         return self._exclusive_depth > 0
+
+    def summary(self) -> dict:
+        """What the lock cost this run and its timeline, for the results stream (grader.results): each
+        interval one string, "kind start end" (seconds), so that result.json keeps it a line apiece."""
+        return {"totals": {name: round(value, 3) for name, value in vars(self.totals).items()},
+                "intervals": [f"{kind} {start:.3f} {end:.3f}" for kind, start, end in self.intervals]}
+
+    def _note(self, kind: str, start: float | None, end: float) -> None:
+        # a wait that found the lock free is no event; a timeline past its cap keeps its totals only
+        if start is not None and (kind not in ("wait_shared", "wait_alone") or end - start >= POLL_S) \
+                and len(self.intervals) < MAX_INTERVALS:
+            self.intervals.append((kind, start, end))
 
     def _take(self, fd: int, mode: int, deadline: float) -> bool:
         while True:
@@ -197,6 +221,9 @@ class _NoLock:
     held_exclusively = False
     lends_compiles = False
     totals = None
+
+    def summary(self) -> None:
+        return None
 
     @contextlib.contextmanager
     def shared(self, wait_s: float = 0.0):

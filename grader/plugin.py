@@ -374,6 +374,11 @@ class GradingRun:
         if self.worker is not None:
             self.worker.close()  # also when no test asked for it (everything deselected or skipped)
         if self.stream is not None:
+            from grader import gpu_lock
+
+            lock_summary = gpu_lock.current().summary()
+            if lock_summary is not None:
+                self.stream.write(results.gpu_lock_line(lock_summary) + "\n")
             self.stream.write(results.END_LINE + "\n")
             self.stream.close()
             self.stream = None

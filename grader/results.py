@@ -1,7 +1,8 @@
 """What one pytest run reports about one implementation: the records the grader scores.
 
 The checking pytest process writes a line stream (`--results-json`): a header naming every collected test,
-one line per test, an end line. `read_stream` is its only reader, defensive because a killed or hostile
+one line per test, on a GPU shared with other submissions one line of what its lock cost (`gpu_lock`), an
+end line. `read_stream` is its only reader, defensive because a killed or hostile
 run may have written part of it. Nothing here imports torch.
 """
 
@@ -46,6 +47,7 @@ class RunResults:
     collected_checks: list[str] = field(default_factory=list)
     collected_tests: list[tuple[str, str]] | None = None   # (nodeid, check id) of every test; None: unknown
     not_run_here: list[str] = field(default_factory=list)  # nodeids that cannot run on this machine
+    gpu_lock: dict | None = None      # on a shared GPU: {"totals": {...}, "intervals": ["kind start end"]}
 
 
 def header_line(impl: str, device: str, environment: dict, collected_checks: list[str],
@@ -63,6 +65,11 @@ def header_line(impl: str, device: str, environment: dict, collected_checks: lis
 
 def record_line(record: TestRecord) -> str:
     return json.dumps({"type": "test", **asdict(record)})
+
+
+def gpu_lock_line(summary: dict) -> str:
+    """What the GPU's lock cost the run, and its timeline (grader.gpu_lock.GpuLock.summary)."""
+    return json.dumps({"type": "gpu_lock", **summary})
 
 
 END_LINE = json.dumps({"type": "end"})
@@ -110,6 +117,10 @@ def read_stream(text: str, known_checks=None) -> StreamRead:
             else:
                 seen.add(record.nodeid)
                 results.tests.append(record)
+        elif kind == "gpu_lock" and results is not None:
+            results.gpu_lock = _gpu_lock(entry)
+            if results.gpu_lock is None:
+                notes.append(f"results line {number}: the GPU lock's summary is malformed; ignored")
         elif kind == "end":
             finished = True
             break
@@ -147,6 +158,32 @@ def _collected_tests(entries) -> list[tuple[str, str]] | None:
         if isinstance(entry, (list, tuple)) and len(entry) == 2 and all(isinstance(x, str) for x in entry):
             pairs.append((entry[0], entry[1]))
     return pairs
+
+
+def _gpu_lock(entry: dict) -> dict | None:
+    """{"totals": {name: number}, "intervals": ["kind start end"]}, or None when it is not that."""
+    from grader.gpu_lock import MAX_INTERVALS
+
+    totals, intervals = entry.get("totals"), entry.get("intervals")
+    if not (isinstance(totals, dict) and isinstance(intervals, list) and len(intervals) <= MAX_INTERVALS):
+        return None
+    if not all(isinstance(name, str) and isinstance(value, (int, float)) for name, value in totals.items()):
+        return None
+    if not all(parse_interval(item) is not None for item in intervals):
+        return None
+    return {"totals": totals, "intervals": intervals}
+
+
+def parse_interval(item) -> tuple[str, float, float] | None:
+    """("shared", 11.5, 12.0) from a timeline's "shared 11.500 12.000"; None when it is not one."""
+    from grader.gpu_lock import INTERVAL_KINDS
+
+    parts = item.split() if isinstance(item, str) else []
+    try:
+        kind, start, end = parts[0], float(parts[1]), float(parts[2])
+    except (IndexError, ValueError):
+        return None
+    return (kind, start, end) if len(parts) == 3 and kind in INTERVAL_KINDS and start <= end else None
 
 
 def _record(entry: dict) -> TestRecord | None:

@@ -96,6 +96,7 @@ shared() {
   sample_stop
   tail -n 8 "$WORK/shared.log"
   grep -h "GPU lock:" "$WORK"/shared/*/log.txt   # waited / held alone / lent to compiles, per run
+  python scripts/gpu_lock_timeline.py "$WORK/shared"   # what each run waited for, from the lock timelines
   python - "$WORK" <<'EOF'
 import re, sys
 from pathlib import Path

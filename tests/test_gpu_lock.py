@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from grader import gpu_lock
+from grader import gpu_lock, results
 
 CONTEXT = multiprocessing.get_context("fork")
 
@@ -211,3 +211,21 @@ def test_waits_for_the_gpu_alone_are_told_apart_from_waits_to_share_it(tmp_path)
             pass
     assert 0.3 <= lock.totals.waited_s < 1.0 and 0.2 <= lock.totals.waited_alone_s < 0.3
     assert lock.totals.takes_alone == 1 and lock.totals.alone_s == 0.0
+
+
+def test_the_lock_keeps_its_runs_timeline_of_waits_holds_and_lends(tmp_path):
+    lock, other = _lock_in(tmp_path), _lock_in(tmp_path)
+    with other.exclusive():
+        with lock.shared(wait_s=0.1):      # waited out: it ran without the lock, so no hold is noted
+            pass
+    with lock.exclusive(lend_for_compiles=True):
+        time.sleep(0.02)
+        with lock.set_aside():
+            time.sleep(0.05)
+    summary = lock.summary()
+    intervals = [results.parse_interval(item) for item in summary["intervals"]]
+    assert [kind for kind, _, _ in intervals] == ["wait_shared", "alone", "lent", "alone"]
+    assert all(start <= end for _, start, end in intervals)
+    assert intervals[0][2] - intervals[0][1] >= 0.1 and intervals[2][2] - intervals[2][1] >= 0.05
+    assert summary["totals"]["compiles"] == 1 and summary["totals"]["lent_s"] >= 0.05
+    assert gpu_lock.from_env({}).summary() is None          # no shared GPU, no timeline

@@ -197,6 +197,42 @@ def test_summary_prints_problem_points_and_total(fake_run):
     assert "HARNESS ERRORS in 1 tests" in stdout
 
 
+SHARED_GPU_CONFTEST = textwrap.dedent('''
+    # what the runner does for a checking run on a shared GPU: its own descriptions of the lock files
+    import os
+    from pathlib import Path
+
+    from grader import gpu_lock
+
+    fds = gpu_lock.open_for_child(Path(__file__).parent / "locks", "0")
+    os.environ[gpu_lock.FDS_ENV] = gpu_lock.env_value(fds)
+''')
+
+
+def test_on_a_shared_gpu_the_stream_ends_with_what_the_lock_cost_and_its_timeline(grader_pytester, run_suites):
+    project = grader_pytester
+    (project.path / "points").mkdir()
+    (project.path / "points" / "softmax.toml").write_text(POINTS)
+    (project.path / "submission").mkdir()
+    (project.path / "submission" / "softmax.py").write_text(SUBMISSION)
+    (project.path / "tests_public").mkdir()
+    (project.path / "tests_public" / "test_fake.py").write_text(SUITE)
+    (project.path / "tests_public" / "conftest.py").write_text(SHARED_GPU_CONFTEST)
+    stream = project.path / "results.jsonl"
+    run_suites("tests_public", "--impl", str(project.path / "submission"), f"--results-json={stream}")
+    read = results.read_stream(stream.read_text())
+    assert read.finished and read.notes == []
+    lock = read.results.gpu_lock
+    assert lock is not None and lock["totals"]["takes_alone"] == 0
+    held = [(start, end) for kind, start, end in map(results.parse_interval, lock["intervals"]) if kind == "shared"]
+    assert held and all(start <= end for start, end in held)      # every ordinary test held it shared
+
+
+def test_without_a_shared_gpu_the_stream_has_no_lock_line(fake_run):
+    _, stream = fake_run
+    assert results.read_stream(stream.read_text()).results.gpu_lock is None
+
+
 def test_unknown_check_id_is_a_usage_error_naming_it(grader_pytester, run_suites):
     (grader_pytester.path / "points").mkdir()
     (grader_pytester.path / "points" / "softmax.toml").write_text(POINTS)

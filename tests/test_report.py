@@ -74,6 +74,15 @@ def test_scores_follow_the_points_file(points):
     assert result["score"]["earned"] == pytest.approx(5.3067, abs=1e-4) and result["score"]["total"] == 10
 
 
+def test_a_shared_gpus_lock_summary_is_kept_in_the_result_for_staff(points):
+    from grader.results import gpu_lock_line
+
+    summary = {"totals": {"waited_s": 2.0}, "intervals": ["wait_shared 1.000 3.000", "shared 3.000 4.000"]}
+    stream = _stream(*_rows(points)).replace(END_LINE, gpu_lock_line(summary) + "\n" + END_LINE)
+    assert _result(points, stream)["gpu_lock"] == summary
+    assert "gpu_lock" not in _result(points, _stream(*_rows(points)))     # no shared GPU, no summary
+
+
 def test_unreported_checks_score_zero_with_the_runs_reason(points):
     stream = _stream(*_rows(points)[:1], end=False)[:-1] + '\n{"type": "test", "nodeid": "tests_pu'
     result = _result(points, stream, status="timeout", reason="stopped after the 60 s budget")

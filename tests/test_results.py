@@ -61,3 +61,17 @@ def test_long_messages_are_bounded_when_read_back():
     record = record_line(Record("t::a", "softmax.rows", results.FAILED, "x" * 50_000))
     message = read_stream(_header() + "\n" + record).results.tests[0].message
     assert len(message) <= results.MESSAGE_LIMIT + 10
+
+
+def test_a_shared_gpus_lock_line_reads_back_and_a_malformed_one_is_ignored_with_a_note():
+    summary = {"totals": {"waited_s": 1.5, "compiles": 2},
+               "intervals": ["wait_shared 10.000 11.500", "shared 11.500 12.000", "lent 11.600 11.900"]}
+    read = read_stream("\n".join([_header(), _test(), results.gpu_lock_line(summary), END_LINE]))
+    assert read.finished and read.results.gpu_lock == summary and read.notes == []
+    for broken in ({"totals": {"waited_s": "long"}, "intervals": []},
+                   {"totals": {}, "intervals": ["asleep 1.0 2.0"]},
+                   {"totals": {}, "intervals": ["shared 2.0 1.0"]},
+                   {"totals": {}, "intervals": [["shared", 1.0, 2.0]]},
+                   {"totals": {}}):
+        read = read_stream("\n".join([_header(), results.gpu_lock_line(broken), END_LINE]))
+        assert read.results.gpu_lock is None and any("GPU lock" in note for note in read.notes), broken

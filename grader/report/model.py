@@ -78,6 +78,8 @@ def build_result(student: str, points: PointsTable, stream: str, status: str, re
         "timing": {"tests_s": round(sum(r.duration for r in records), 3)},
         **context,
     }
+    if header is not None and header.gpu_lock is not None:
+        result["gpu_lock"] = header.gpu_lock         # a shared GPU's waits and timeline, for staff
     result["provisional"] = provisional_note(result)
     return result
 
