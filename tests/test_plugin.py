@@ -133,16 +133,21 @@ EXPECTED_OUTCOMES = {
 }
 
 
-@pytest.fixture(params=["in_process", "isolated"])
-def fake_run(request, grader_pytester, run_suites):
-    """The fake suite against the fake submission, in-process and isolated: (result, results stream)."""
-    project = grader_pytester
+def _write_fake_project(project) -> None:
+    """The fake points table, submission and public suite in pytester's folder."""
     (project.path / "points").mkdir()
     (project.path / "points" / "softmax.toml").write_text(POINTS)
     (project.path / "submission").mkdir()
     (project.path / "submission" / "softmax.py").write_text(SUBMISSION)
     (project.path / "tests_public").mkdir()
     (project.path / "tests_public" / "test_fake.py").write_text(SUITE)
+
+
+@pytest.fixture(params=["in_process", "isolated"])
+def fake_run(request, grader_pytester, run_suites):
+    """The fake suite against the fake submission, in-process and isolated: (result, results stream)."""
+    project = grader_pytester
+    _write_fake_project(project)
     stream = project.path / "results.jsonl"
     extra = ["--isolate"] if request.param == "isolated" else []
     done = run_suites("tests_public", "--impl", str(project.path / "submission"), *extra,
@@ -211,12 +216,7 @@ SHARED_GPU_CONFTEST = textwrap.dedent('''
 
 def test_on_a_shared_gpu_the_stream_ends_with_what_the_lock_cost_and_its_timeline(grader_pytester, run_suites):
     project = grader_pytester
-    (project.path / "points").mkdir()
-    (project.path / "points" / "softmax.toml").write_text(POINTS)
-    (project.path / "submission").mkdir()
-    (project.path / "submission" / "softmax.py").write_text(SUBMISSION)
-    (project.path / "tests_public").mkdir()
-    (project.path / "tests_public" / "test_fake.py").write_text(SUITE)
+    _write_fake_project(project)
     (project.path / "tests_public" / "conftest.py").write_text(SHARED_GPU_CONFTEST)
     stream = project.path / "results.jsonl"
     run_suites("tests_public", "--impl", str(project.path / "submission"), f"--results-json={stream}")
