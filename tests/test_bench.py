@@ -245,3 +245,14 @@ def test_bench_json_carries_the_perf_record(points_dir, tmp_path):
     data = bench.bench_json("solutions", {"gpu_name": "X"}, [ok_result(0.9)], points)
     (entry,) = data["cases"]
     assert entry["ratio"] == pytest.approx(0.9) and entry["level"] == "excellent" and entry["status"] == "ok"
+
+
+def test_bench_grader_flag_is_the_grading_command_spelled_as_the_issue_asked(monkeypatch):
+    from grader.grade import runner
+
+    calls = []
+    monkeypatch.setattr(runner, "bench_grader", lambda copies, **options: calls.append((copies, options)) or 0)
+    for spelling in (["bench", "grading"], ["bench", "--grader"]):
+        done = CliRunner().invoke(main, [*spelling, "--copies", "2", "--no-perf"])
+        assert done.exit_code == 0, done.output
+    assert len(calls) == 2 and calls[0] == calls[1] and calls[0][0] == 2 and calls[0][1]["no_perf"]
