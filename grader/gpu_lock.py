@@ -76,8 +76,7 @@ class GpuLock:
         self._shared_depth = 0
         self._held = 0             # the flock mode actually held (LOCK_SH or LOCK_EX), 0 for none
         self._lends = True         # whether the outermost hold may be set aside for a compile
-        self._alone_since = None   # when the exclusive mode now held was taken
-        self._held_since = None    # when the mode now held was taken
+        self._held_since = 0.0     # when the mode now held was taken
         self.totals = LockTotals()
         self.intervals: list[tuple[str, float, float]] = []   # (one of INTERVAL_KINDS, start, end)
 
@@ -174,19 +173,18 @@ class GpuLock:
         if mode == fcntl.LOCK_EX:
             self.totals.waited_alone_s += now - start
             self.totals.takes_alone += 1
-            self._alone_since = now if got else None
         self._note("wait_alone" if mode == fcntl.LOCK_EX else "wait_shared", start, now)
-        self._held_since = now if got else None
+        self._held_since = now
         return got
 
     def _release(self) -> None:
         if self._held:
             fcntl.flock(self.main_fd, fcntl.LOCK_UN)
-            self._note("alone" if self._held == fcntl.LOCK_EX else "shared", self._held_since, self.clock())
+            now = self.clock()
+            if self._held == fcntl.LOCK_EX:
+                self.totals.alone_s += now - self._held_since
+            self._note("alone" if self._held == fcntl.LOCK_EX else "shared", self._held_since, now)
             self._held = 0
-        if self._alone_since is not None:
-            self.totals.alone_s += self.clock() - self._alone_since
-            self._alone_since = None
 
     @property
     def held_exclusively(self) -> bool:
@@ -198,10 +196,9 @@ class GpuLock:
         return {"totals": {name: round(value, 3) for name, value in vars(self.totals).items()},
                 "intervals": [f"{kind} {start:.3f} {end:.3f}" for kind, start, end in self.intervals]}
 
-    def _note(self, kind: str, start: float | None, end: float) -> None:
+    def _note(self, kind: str, start: float, end: float) -> None:
         # a wait that found the lock free is no event; a timeline past its cap keeps its totals only
-        if start is not None and (kind not in ("wait_shared", "wait_alone") or end - start >= POLL_S) \
-                and len(self.intervals) < MAX_INTERVALS:
+        if (not kind.startswith("wait") or end - start >= POLL_S) and len(self.intervals) < MAX_INTERVALS:
             self.intervals.append((kind, start, end))
 
     def _take(self, fd: int, mode: int, deadline: float) -> bool:
