@@ -569,7 +569,7 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
     # the lock to the other submissions on this GPU (grader.compile_notices).
     warm_shared = os.environ.get(WARMUP_ENV, "exclusive") == "shared"
     reasons, audits, phases = [], [], {}
-    alone_before = _alone_s(lock)
+    alone_before = _lock_total(lock, "alone_s")
     try:
         with lock.shared():                # busy work: a neighbour's work keeps the clocks up as well
             (ramp or ramp_clocks)()
@@ -577,10 +577,10 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
             if warm_shared:
                 impl.run(warm_up, target, tuple(make_inputs()))
         with lock.exclusive(lend_for_compiles=True) as hold:
-            phase_start, lent_before = clock(), _lent_s(lock)
+            phase_start, lent_before = clock(), _lock_total(lock, "lent_s") or 0.0
             if not warm_shared:
                 impl.run(warm_up, target, tuple(make_inputs()))
-            phases["warm_up"] = clock() - phase_start - (_lent_s(lock) - lent_before)
+            phases["warm_up"] = clock() - phase_start - ((_lock_total(lock, "lent_s") or 0.0) - lent_before)
             with lock.keep_through_compiles():
                 retries_before = _alloc_retries(impl)
                 phase_start = clock()
@@ -604,7 +604,7 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
                 if retries:
                     reasons.append("the GPU's memory ran short while timing: the allocator freed its cache and "
                                    "tried again (" + ", ".join(f"{side} {n}x" for side, n in retries.items()) + ")")
-        alone_s = None if alone_before is None else _alone_s(lock) - alone_before
+        alone_s = None if alone_before is None else _lock_total(lock, "alone_s") - alone_before
         with lock.shared():                # the outputs' checks are the checker's GPU work, never timed
             for audit in audits:
                 audit()
@@ -757,21 +757,16 @@ def _timed(measured, name):
     return [r.baseline_ms[name] for r in measured if name in r.baseline_ms]
 
 
-def _alone_s(lock) -> float | None:
-    """Seconds this run has held its GPU alone so far (None when the GPU is not shared)."""
+def _lock_total(lock, name: str) -> float | None:
+    """One of this run's lock totals so far (grader.gpu_lock.LockTotals: alone_s, lent_s, ...), None when
+    the GPU is not shared."""
     totals = getattr(lock, "totals", None)
-    return None if totals is None else totals.alone_s
+    return None if totals is None else getattr(totals, name)
 
 
 def _alloc_retries(impl) -> tuple[int, int]:
     """(worker, checker) counts of the allocators' retries so far (module attribute, so tests can fake it)."""
     return int(impl.run_harness(alloc_retries)), alloc_retries(None)
-
-
-def _lent_s(lock) -> float:
-    """Seconds this run has lent its hold to compiles so far (0 when the GPU is not shared)."""
-    totals = getattr(lock, "totals", None)
-    return 0.0 if totals is None else totals.lent_s
 
 
 def _spread(values):
