@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from grader.gpu_lock import INTERVAL_KINDS, MAX_INTERVALS
+
 FORMAT_VERSION = 1
 MESSAGE_LIMIT = 4000        # characters of a test's message kept when read back
 
@@ -162,8 +164,6 @@ def _collected_tests(entries) -> list[tuple[str, str]] | None:
 
 def _gpu_lock(entry: dict) -> dict | None:
     """{"totals": {name: number}, "intervals": ["kind start end"]}, or None when it is not that."""
-    from grader.gpu_lock import MAX_INTERVALS
-
     totals, intervals = entry.get("totals"), entry.get("intervals")
     if not (isinstance(totals, dict) and isinstance(intervals, list) and len(intervals) <= MAX_INTERVALS):
         return None
@@ -176,8 +176,6 @@ def _gpu_lock(entry: dict) -> dict | None:
 
 def parse_interval(item) -> tuple[str, float, float] | None:
     """("shared", 11.5, 12.0) from a timeline's "shared 11.500 12.000"; None when it is not one."""
-    from grader.gpu_lock import INTERVAL_KINDS
-
     parts = item.split() if isinstance(item, str) else []
     try:
         kind, start, end = parts[0], float(parts[1]), float(parts[2])
