@@ -21,20 +21,24 @@ def load(folder: Path) -> list[dict]:
     return results
 
 
+def perf_records(result: dict):
+    """(check, test, its perf record or {}) for every test of a perf check in `result`."""
+    for problem in result.get("problems", []):
+        for check in problem["checks"]:
+            if check.get("perf"):
+                for test in check["tests"]:
+                    yield check, test, test.get("perf") or {}
+
+
 def perf_tests(result: dict) -> dict[str, tuple[float, bool, str, float | None]]:
     """nodeid -> (ratio, retry, level of its check, seconds it held the GPU alone) for every perf test
     that reported a ratio."""
     found = {}
-    for problem in result.get("problems", []):
-        for check in problem["checks"]:
-            if not check.get("perf"):
-                continue
-            for test in check["tests"]:
-                perf = test.get("perf") or {}
-                if "ratio" in perf:
-                    name = test["nodeid"].split("::", 1)[-1]
-                    found[name] = (float(perf["ratio"]), bool(perf.get("retry")), check.get("level") or "-",
-                                   (perf.get("measured") or {}).get("gpu_alone_s"))
+    for check, test, perf in perf_records(result):
+        if "ratio" in perf:
+            name = test["nodeid"].split("::", 1)[-1]
+            found[name] = (float(perf["ratio"]), bool(perf.get("retry")), check.get("level") or "-",
+                           (perf.get("measured") or {}).get("gpu_alone_s"))
     return found
 
 
@@ -42,20 +46,18 @@ def alone_by_phase(result: dict) -> str:
     """Where the perf checks' time alone on the GPU went, summed over the checks, and how many rounds."""
     totals, rounds, split = {}, 0, {"submission": 0.0, "baselines": 0.0, "pause": 0.0, "other": 0.0}
     short_of_memory = 0
-    for problem in result.get("problems", []):
-        for check in problem["checks"]:
-            for test in check["tests"] if check.get("perf") else []:
-                measured = (test.get("perf") or {}).get("measured") or {}
-                rounds += len(measured.get("rounds") or [])
-                short_of_memory += bool(measured.get("alloc_retries"))
-                for phase, seconds in (measured.get("gpu_alone_phases_s") or {}).items():
-                    totals[phase] = totals.get(phase, 0.0) + seconds
-                for entry in measured.get("rounds") or []:
-                    if "round_ms" in entry:
-                        split["submission"] += entry["wall_ms"] / 1e3
-                        split["baselines"] += (entry["baselines_wall_ms"] - entry["pause_ms"]) / 1e3
-                        split["pause"] += entry["pause_ms"] / 1e3
-                        split["other"] += (entry["round_ms"] - entry["wall_ms"] - entry["baselines_wall_ms"]) / 1e3
+    for _, _, perf in perf_records(result):
+        measured = perf.get("measured") or {}
+        rounds += len(measured.get("rounds") or [])
+        short_of_memory += bool(measured.get("alloc_retries"))
+        for phase, seconds in (measured.get("gpu_alone_phases_s") or {}).items():
+            totals[phase] = totals.get(phase, 0.0) + seconds
+        for entry in measured.get("rounds") or []:
+            if "round_ms" in entry:
+                split["submission"] += entry["wall_ms"] / 1e3
+                split["baselines"] += (entry["baselines_wall_ms"] - entry["pause_ms"]) / 1e3
+                split["pause"] += entry["pause_ms"] / 1e3
+                split["other"] += (entry["round_ms"] - entry["wall_ms"] - entry["baselines_wall_ms"]) / 1e3
     parts = ", ".join(f"{phase} {seconds:.1f}" for phase, seconds in totals.items())
     inside = ", ".join(f"{part} {seconds:.1f}" for part, seconds in split.items())
     return (f"alone by phase (s): {parts or '-'}; {rounds} rounds ({inside}); "
