@@ -3,7 +3,8 @@
 The checking pytest process writes a line stream (`--results-json`): a header naming every collected test,
 one line per test, on a GPU shared with other submissions one line of what its lock cost (`gpu_lock`), an
 end line. `read_stream` is its only reader, defensive because a killed or hostile
-run may have written part of it. Nothing here imports torch.
+run may have written part of it; `merge_streams` joins the streams of one submission's parts (its suite
+split over several checking runs) into one. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -195,3 +196,35 @@ def _record(entry: dict) -> TestRecord | None:
     if len(record.message) > MESSAGE_LIMIT:
         record.message = record.message[: MESSAGE_LIMIT // 2] + "\n...\n" + record.message[-MESSAGE_LIMIT // 2:]
     return record
+
+
+def merge_streams(streams: list[str]) -> str:
+    """One stream from the streams of one submission's parts (disjoint tests, each its own checking run).
+
+    The header is the first valid one's, with every part's collected checks, tests and not-run-here tests;
+    the records are every part's, in order; the lock line sums the parts' totals and joins their
+    timelines. The end line is written only when every part wrote its own: a part cut short leaves the
+    whole unfinished, and what it never reported scores zero. A part without a valid header adds nothing,
+    so the caller must judge each part's own status first (no header is a harness error)."""
+    reads = [read_stream(text) for text in streams]
+    parts = [read.results for read in reads if read.results is not None]
+    if not parts:
+        return ""
+    first = parts[0]
+    checks = list(dict.fromkeys(check for part in parts for check in part.collected_checks))
+    known = all(part.collected_tests is not None for part in parts)
+    collected = [pair for part in parts for pair in part.collected_tests or ()] if known else ()
+    not_here = [nodeid for part in parts for nodeid in part.not_run_here]
+    lines = [header_line(first.impl, first.device, first.environment, checks, collected, not_here)]
+    lines += [record_line(record) for part in parts for record in part.tests]
+    locks = [part.gpu_lock for part in parts if part.gpu_lock is not None]
+    if locks:
+        totals: dict[str, float] = {}
+        for lock in locks:
+            for name, value in lock["totals"].items():
+                totals[name] = round(totals.get(name, 0) + value, 3)
+        intervals = [item for lock in locks for item in lock["intervals"]][:MAX_INTERVALS]
+        lines.append(gpu_lock_line({"totals": totals, "intervals": intervals}))
+    if all(read.finished for read in reads):
+        lines.append(END_LINE)
+    return "\n".join(lines) + "\n"

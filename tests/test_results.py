@@ -75,3 +75,42 @@ def test_a_shared_gpus_lock_line_reads_back_and_a_malformed_one_is_ignored_with_
                    {"totals": {}}):
         read = read_stream("\n".join([_header(), results.gpu_lock_line(broken), END_LINE]))
         assert read.results.gpu_lock is None and any("GPU lock" in note for note in read.notes), broken
+
+
+def _part(nodeids, check="softmax.rows", finished=True, lock=None):
+    lines = [header_line("solutions", "cuda", {"gpu": "H200"}, [check], [(n, check) for n in nodeids])]
+    lines += [_test(n, check=check) for n in nodeids]
+    if lock is not None:
+        lines.append(results.gpu_lock_line(lock))
+    return "\n".join(lines + ([END_LINE] if finished else []))
+
+
+def test_merged_parts_read_back_as_one_run_with_every_collected_test_and_record():
+    merged = results.merge_streams([_part(["a::x", "a::y"]), _part(["b::z"], check="matmul.square")])
+    read = read_stream(merged)
+    assert read.finished and read.notes == []
+    assert [r.nodeid for r in read.results.tests] == ["a::x", "a::y", "b::z"]
+    assert read.results.collected_tests == [("a::x", "softmax.rows"), ("a::y", "softmax.rows"),
+                                            ("b::z", "matmul.square")]
+    assert read.results.collected_checks == ["softmax.rows", "matmul.square"]
+    assert read.results.environment == {"gpu": "H200"}
+
+
+def test_a_part_cut_short_leaves_the_merged_run_unfinished_with_its_collected_tests_kept():
+    merged = results.merge_streams([_part(["a::x"]), _part(["b::z"], finished=False)])
+    read = read_stream(merged)
+    assert not read.finished
+    assert ("b::z", "softmax.rows") in read.results.collected_tests
+
+
+def test_merged_lock_lines_sum_their_totals_and_join_their_timelines():
+    one = {"totals": {"waited_s": 1.5, "compiles": 2}, "intervals": ["shared 0.000 1.000"]}
+    two = {"totals": {"waited_s": 2.0, "compiles": 3}, "intervals": ["alone 0.500 0.700"]}
+    read = read_stream(results.merge_streams([_part(["a::x"], lock=one), _part(["b::z"], lock=two)]))
+    assert read.results.gpu_lock == {"totals": {"waited_s": 3.5, "compiles": 5},
+                                     "intervals": ["shared 0.000 1.000", "alone 0.500 0.700"]}
+
+
+def test_a_test_two_parts_both_report_is_scored_failed_in_the_merge():
+    read = read_stream(results.merge_streams([_part(["a::x"]), _part(["a::x"])]))
+    assert [(r.nodeid, r.outcome) for r in read.results.tests] == [("a::x", results.FAILED)]
