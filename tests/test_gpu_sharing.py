@@ -51,7 +51,7 @@ def test_other_failures_are_not_taken_for_gpu_memory(message):
 
 def test_memory_that_ran_out_on_a_shared_gpu_sends_the_submission_to_be_graded_alone():
     reason, alone = gpu_sharing.withheld_reason(_result("failed", OUT_OF_MEMORY_MESSAGES[0]), 6, "0")
-    assert alone and "6 submissions shared it" in reason and "test_big" in reason
+    assert alone and "6 checking runs shared it" in reason and "test_big" in reason
 
 
 def test_memory_that_ran_out_with_the_gpu_to_itself_is_the_codes_own():
@@ -60,7 +60,7 @@ def test_memory_that_ran_out_with_the_gpu_to_itself_is_the_codes_own():
 
 def test_a_timeout_on_a_shared_gpu_is_graded_again_alone_and_alone_it_stands():
     reason, alone = gpu_sharing.withheld_reason(_result("passed", "", status="timeout"), 4, "1")
-    assert alone and "timed out while 4 submissions shared GPU 1" in reason
+    assert alone and "timed out while 4 checking runs shared GPU 1" in reason
     assert gpu_sharing.withheld_reason(_result("passed", "", status="timeout"), 1, "1") is None
 
 

@@ -14,11 +14,25 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader import results
 from grader.grade import sandbox
 from grader.report.model import HARNESS_ERROR
+
+
+@dataclass
+class Outcome:
+    """What one checking run produced, before scoring."""
+
+    status: str                  # graded | timeout | crashed | harness_error
+    reason: str
+    exit_code: int | None
+    duration: float
+    stream: str                  # the results stream (JSON lines)
+    log: str                     # head and tail of stdout+stderr
+
 
 LOG_HEAD = LOG_TAIL = 100_000     # bytes of the child's output kept: head and tail, 200 KB in all
 # The checking process makes itself non-dumpable before pytest starts: its /proc entries (the results

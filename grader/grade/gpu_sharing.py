@@ -35,15 +35,16 @@ def harness_errors(result: dict) -> list[str]:
 def withheld_reason(result: dict, shared_by: int, gpu: str | None) -> tuple[str, bool] | None:
     """Why this grade cannot stand, and whether grading alone would settle it; None when it stands.
 
-    Memory that ran out, or a run that timed out, while `shared_by` > 1 submissions shared the GPU:
-    grade alone. A harness error in any test: the grade would be short of points that are not the
-    student's to lose, so it is no grade (regraded on the next run, listed for staff)."""
+    Memory that ran out, or a run that timed out, while `shared_by` > 1 checking runs shared the GPU
+    (other submissions', or this one's other parts): grade alone. A harness error in any test: the
+    grade would be short of points that are not the student's to lose, so it is no grade (regraded on
+    the next run, listed for staff)."""
     short = out_of_gpu_memory(result)
     if short and shared_by > 1:
-        return (f"GPU {gpu}'s memory ran out while {shared_by} submissions shared it, in {_listed(short)}: "
+        return (f"GPU {gpu}'s memory ran out while {shared_by} checking runs shared it, in {_listed(short)}: "
                 "not this submission's doing; graded again with the GPU to itself", True)
     if result.get("status") == TIMEOUT and shared_by > 1:   # its waits for the GPU count in the run's time
-        return (f"timed out while {shared_by} submissions shared GPU {gpu}: graded again with the GPU to "
+        return (f"timed out while {shared_by} checking runs shared GPU {gpu}: graded again with the GPU to "
                 "itself", True)
     broken = harness_errors(result)
     if broken:

@@ -34,10 +34,11 @@ import click
 import grader
 from grader import disposable, gpu_lock, layout, worker
 from grader.errors import BadSubmission, GraderError
-from grader.grade import containment, gpu_sharing, preflight, sandbox, submission
+from grader.grade import containment, gpu_sharing, parts, preflight, sandbox, submission
 from grader.grade.checking_run import (
     CHECKER_LAUNCHER,
     BoundedLog,
+    Outcome,
     classify_exit,
     drain,
     drain_fd,
@@ -87,18 +88,7 @@ class Settings:
     worker_memory_option: int | None = None   # --worker-memory as given; None: the machine's default
     class_files: bool = True     # False in a Slurm task: only the report job writes them
     per_gpu: int = 1                   # submissions graded at once on each GPU
-
-
-@dataclass
-class Outcome:
-    """What one child run produced, before scoring."""
-
-    status: str                  # graded | timeout | crashed | harness_error
-    reason: str
-    exit_code: int | None
-    duration: float
-    stream: str                  # the results stream (JSON lines)
-    log: str                     # head and tail of stdout+stderr
+    split: bool = False                # each submission's problems in checking runs of their own, side by side
 
 
 # --- entry points ----------------------------------------------------------------------------------
@@ -106,8 +96,9 @@ class Outcome:
 
 def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, timeout=None, only=(),
               force=False, no_sandbox=False, no_perf=False, tests_root=None, points_dir=None,
-              quiet=False, worker_memory=None, class_files=True, per_gpu=None) -> int:
-    """The `grader grade` command; returns the exit status (0, or 130 on Ctrl-C)."""
+              quiet=False, worker_memory=None, class_files=True, per_gpu=None, split=None) -> int:
+    """The `grader grade` command; returns the exit status (0, or 130 on Ctrl-C). `split` (default: on
+    a GPU) runs each submission's problems as checking runs of their own at once (grader.grade.parts)."""
     use_detected = gpus is None or gpus.strip().lower() == "all"
     gpu_list = detect_gpus(os.environ) if use_detected else parse_gpus(gpus)
     if gpu_list and per_gpu is None:
@@ -121,15 +112,17 @@ def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, tim
                         float(timeout or DEFAULT_TIMEOUT), tuple(only), force, not no_sandbox,
                         not no_perf, Path(tests_root or REPO_ROOT), Path(points_dir or POINTS_DIR), quiet,
                         default_worker_memory_mb(len(slots)) if worker_memory is None else worker_memory,
-                        worker_memory, class_files, per_gpu or 1)
+                        worker_memory, class_files, per_gpu or 1, bool(gpu_list) if split is None else split)
     return Batch(settings).run()
 
 
 def bench_grader(copies: int = 4, jobs: int | None = None, gpus: str | None = None, suite: str = "all",
-                 no_perf: bool = False, per_gpu: int | None = None, out: str | None = None) -> int:
+                 no_perf: bool = False, per_gpu: int | None = None, out: str | None = None,
+                 split: bool | None = None, save_test_seconds: bool = False) -> int:
     """Grade `copies` copies of the reference solutions; print submissions per hour per GPU and the
     overhead. Compare `--per-gpu 1` with `--per-gpu 4` (or one GPU with two) for the gain.
-    `out` keeps the graded folder (result.json of every copy) instead of deleting it."""
+    `out` keeps the graded folder (result.json of every copy) instead of deleting it.
+    `save_test_seconds`: write how long each test function took (grader.grade.parts splits by it)."""
     work = Path(tempfile.mkdtemp(prefix="grader-bench-"))
     try:
         for index in range(copies):
@@ -142,12 +135,17 @@ def bench_grader(copies: int = 4, jobs: int | None = None, gpus: str | None = No
         graded = Path(out) if out else work / "out"
         start = time.perf_counter()
         grade_all(work / "submissions", out=graded, jobs=jobs, gpus=gpus, suite=suite, no_perf=no_perf,
-                  quiet=True, per_gpu=per_gpu, force=True)
+                  quiet=True, per_gpu=per_gpu, force=True, split=split)
         elapsed = time.perf_counter() - start
         results = [json.loads(p.read_text()) for p in sorted(graded.glob(f"*/{RESULT_FILE}"))]
         results = [r for r in results if str(r.get("id", "")).startswith("reference")]
         gpu_count = len({r.get("gpu") for r in results if r.get("gpu") is not None})
         click.echo(bench_summary(results, elapsed, gpu_count))
+        if save_test_seconds and results and all(r["status"] == "graded" for r in results):
+            environment = results[0].get("environment") or {}
+            gpu = str(environment.get("gpu") or environment.get("device") or "cpu")
+            written = parts.save_test_seconds(results, gpu)
+            click.echo(f"wrote the seconds of {len(written)} test functions ({gpu}) to {parts.TEST_SECONDS_FILE}")
         return 0 if results and all(r["status"] == "graded" for r in results) else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -286,7 +284,8 @@ class Batch:
         warm_checker_tree(self.checker_root, SUITE_DIRS[settings.suite])
         self.tables = {None: self.points}
         self.metadata = submission.read_metadata(settings.submissions)
-        self.running: dict[str, tuple[subprocess.Popen, float]] = {}   # process, perf_counter() at launch
+        # (student, part label or ""): the process and perf_counter() at its launch
+        self.running: dict[tuple[str, str], tuple[subprocess.Popen, float]] = {}
         self.durations: list[float] = []             # of the checking runs that finished
         self.lock = threading.Lock()
         self.bwrap = sandbox.find_bwrap() if settings.sandbox else None
@@ -299,6 +298,7 @@ class Batch:
             self.unshare = None
         self.stopping = threading.Event()        # set on Ctrl-C: runs killed now are not graded
         self.alone_again: list = []              # sources whose GPU memory or time ran out while shared
+        self.parts: list[parts.Part] = []        # from the preflight when splitting: [] grades whole suites
 
     def run(self) -> int:
         settings = self.settings
@@ -345,8 +345,9 @@ class Batch:
             self.say(f"GPU {slot} was assigned but this machine has no NVIDIA device: grading in CPU mode "
                      "(perf checks not run here)")
         self.not_run_here = found.not_run_here
-        with self.lock:
-            self.durations.clear()              # a collection-only run says nothing about the ETA
+        if self.settings.split:
+            problem_of = {check.id: problem.id for problem in self.points.problems for check in problem.checks}
+            self.parts = parts.plan(parts.collected(outcome.stream), problem_of)
         self.batch_maximum = build_result("preflight", self.points, outcome.stream, "graded", "", "", {},
                                           suites=self.suites(), perf=self.settings.perf,
                                           not_run_here=self.not_run_here)["score"]["possible"]
@@ -423,9 +424,11 @@ class Batch:
             slots.put(slot)
             return "interrupted"
         try:
-            outcome = self.execute(source.id, scratch, slot)
+            outcome = self.execute_parts(source.id, scratch, slot, [] if alone else self.parts)
         finally:
             slots.put(slot)
+        with self.lock:
+            self.durations.append(outcome.duration)
         if self.stopping.is_set():           # killed by Ctrl-C, not by its own doing: no grade
             shutil.rmtree(scratch, ignore_errors=True)
             return "interrupted"
@@ -436,7 +439,7 @@ class Batch:
             result = build_result(source.id, self.points_for(outcome.stream), outcome.stream, outcome.status,
                                   outcome.reason, outcome.log, context, suites=self.suites(),
                                   perf=self.settings.perf, not_run_here=self.not_run_here)
-            shared_by = 1 if alone or slot is None else self.settings.per_gpu
+            shared_by = 1 if alone or slot is None else self.settings.per_gpu * max(1, len(self.parts))
             withheld = gpu_sharing.withheld_reason(result, shared_by, slot)
             if withheld is not None:
                 reason, grade_alone = withheld
@@ -466,11 +469,25 @@ class Batch:
 
     # --- one child run ---------------------------------------------------------------------------
 
-    def execute(self, student: str, scratch: Path, slot: str | None, collect_only: bool = False) -> Outcome:
+    def execute_parts(self, student: str, scratch: Path, slot: str | None, part_list) -> Outcome:
+        """The submission's checking run, or one per part at once on the same slot, combined."""
+        if not part_list:
+            return self.execute(student, scratch, slot)
+
+        def run(part):
+            folder = scratch / "parts" / part.label
+            shutil.copytree(scratch / "impl", folder / "impl")    # each run sees its own scratch alone
+            return part.label, self.execute(student, folder, slot, part=part)
+
+        with ThreadPoolExecutor(max_workers=len(part_list)) as pool:
+            return parts.combine(list(pool.map(run, part_list)))
+
+    def execute(self, student: str, scratch: Path, slot: str | None, collect_only: bool = False,
+                part: parts.Part | None = None) -> Outcome:
         for folder in [*sandbox.scratch_folders(scratch), scratch / "impl"]:
             folder.mkdir(parents=True, exist_ok=True)
         read_end, write_end = os.pipe()
-        command = self.checker_command(scratch / "impl", write_end) + (["--collect-only"] if collect_only else [])
+        command = self.checker_command(scratch / "impl", write_end, part) + (["--collect-only"] if collect_only else [])
         # Its own open file descriptions of the GPU's lock files: see grader.gpu_lock.
         lock_fds = gpu_lock.open_for_child(self.scratch_root / "gpu-locks", slot) if slot is not None else ()
         lock_env = {gpu_lock.FDS_ENV: gpu_lock.env_value(lock_fds)} if lock_fds else {}
@@ -503,8 +520,9 @@ class Batch:
         os.close(write_end)                     # the checker holds the only write end now
         for fd in lock_fds:
             os.close(fd)                        # the child's copies carry its locks; ours would only linger
+        key = (student, part.label if part else "")
         with self.lock:
-            self.running[student] = (process, start)
+            self.running[key] = (process, start)
         log = BoundedLog()
         stream = bytearray()
         readers = [threading.Thread(target=drain, args=(process.stdout, log.add), daemon=True),
@@ -519,8 +537,7 @@ class Batch:
         finally:
             kill_group(process)
             with self.lock:
-                self.running.pop(student, None)
-                self.durations.append(time.perf_counter() - start)
+                self.running.pop(key, None)
         for reader in readers:
             reader.join(timeout=5)
         duration = time.perf_counter() - start
@@ -528,11 +545,12 @@ class Batch:
         status, reason = classify_exit(process.returncode, timed_out, self.settings.timeout, text, log.text())
         return Outcome(status, reason, process.returncode, duration, text, log.text())
 
-    def checker_command(self, impl_dir: Path, results_fd: int) -> list[str]:
+    def checker_command(self, impl_dir: Path, results_fd: int, part: parts.Part | None = None) -> list[str]:
         command = [sys.executable, "-c", CHECKER_LAUNCHER, "-p", "grader.plugin"]
         if importable("pytest_timeout"):
             command += ["-p", "pytest_timeout"]
-        command += [*SUITE_DIRS[self.settings.suite], "--impl", str(impl_dir), "--isolate",
+        tests = part.selection if part else SUITE_DIRS[self.settings.suite]
+        command += [*tests, "--impl", str(impl_dir), "--isolate",
                     "--results-json", f"/dev/fd/{results_fd}", "-q", "--tb=short", "-p", "no:cacheprovider"]
         if not self.settings.perf:
             command += ["-m", "not perf"]
@@ -616,9 +634,12 @@ class Batch:
     def progress(self, done, total, student, word, started):
         now = time.perf_counter()
         with self.lock:
-            running = ", ".join(sorted(self.running)) or "-"
-            in_flight = [now - since for _, since in self.running.values()]
+            launched: dict[str, float] = {}          # a submission's parts count once, from its first launch
+            for (name, _), (_, since) in self.running.items():
+                launched[name] = min(since, launched.get(name, since))
             durations = list(self.durations)
+        running = ", ".join(sorted(launched)) or "-"
+        in_flight = [now - since for since in launched.values()]
         queued = total - done - len(in_flight)
         eta = estimate_eta(durations, in_flight, queued, len(self.settings.slots))
         eta_text = _clock(eta) if eta is not None else "?"

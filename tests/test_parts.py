@@ -1,0 +1,197 @@
+"""A submission's suite split by problem into checking runs of their own, run at once and merged back:
+the grade is the one a single run gives, and a part that fails costs only its own tests."""
+
+import json
+import threading
+import time
+
+import pytest
+from fake_suite import GOOD_MATMUL, GOOD_SOFTMAX
+from fake_suite import make_submission as _submission
+from fake_suite import write_suite as _write_suite
+
+from grader.grade import parts, runner
+from grader.grade.checking_run import Outcome
+from grader.results import END_LINE, TestRecord, header_line, read_stream, record_line
+
+PROBLEM_OF = {"softmax.double": "softmax", "softmax.hidden_double": "softmax", "matmul.answer": "matmul"}
+HANGING_MATMUL = "import time\n\ndef answer():\n    time.sleep(600)\n"
+
+
+def _unit(name):
+    return f"tests_hidden/test_{name.split('_')[0]}.py::test_{name}"
+
+
+def _collected(*names, per_unit=2):
+    problem = {"flash": "flash_attention.x", "matmul": "matmul.answer", "softmax": "softmax.double"}
+    return [(f"{_unit(name)}[{i}]", problem[name.split("_")[0]]) for name in names for i in range(per_unit)]
+
+
+PROBLEM_OF |= {"flash_attention.x": "flash_attention"}
+
+
+def test_the_longest_test_function_gets_a_part_and_a_problems_others_stay_together_where_they_fit():
+    seconds = {_unit("flash_bwd"): 60.0, _unit("flash_fwd"): 35.0, _unit("matmul_shapes"): 30.0,
+               _unit("flash_perf"): 10.0, _unit("matmul_edges"): 10.0, _unit("softmax_rows"): 8.0}
+    plan = parts.plan(_collected("flash_fwd", "flash_bwd", "flash_perf", "matmul_shapes", "matmul_edges",
+                                 "softmax_rows"), PROBLEM_OF, seconds)
+    # longest first into the emptiest part would put flash_perf beside matmul and matmul_edges beside
+    # flash_fwd: both problems would then compile in two parts
+    assert plan == [parts.Part("1-flash_attention", (_unit("flash_bwd"),)),
+                    parts.Part("2-flash_attention", (_unit("flash_fwd"), _unit("flash_perf"))),
+                    parts.Part("3-matmul+softmax", (_unit("matmul_shapes"), _unit("matmul_edges"),
+                                                    _unit("softmax_rows")))]
+
+
+def test_as_many_parts_as_keep_each_under_the_longest_function_and_never_more_than_the_cap():
+    seconds = {_unit(f"matmul_{i}"): 10.0 for i in range(8)}
+    names = [f"matmul_{i}" for i in range(8)]
+    assert len(parts.plan(_collected(*names), PROBLEM_OF, seconds)) == parts.MAX_PARTS
+    assert len(parts.plan(_collected(*names), PROBLEM_OF, seconds, max_parts=8)) == 8
+    seconds[_unit("matmul_0")] = 70.0                      # 140 s in all, none shorter than 70 s: two parts
+    assert [p.selection[0] for p in parts.plan(_collected(*names), PROBLEM_OF, seconds)] == \
+        [_unit("matmul_0"), _unit("matmul_1")]
+
+
+def test_a_suite_nothing_was_measured_of_or_of_one_function_is_not_split():
+    assert parts.plan(_collected("matmul_a", "softmax_b"), PROBLEM_OF, {}) == []
+    assert parts.plan(_collected("matmul_a"), PROBLEM_OF, {_unit("matmul_a"): 5.0}) == []
+    assert parts.plan(None, PROBLEM_OF, {_unit("matmul_a"): 5.0}) == []
+
+
+def test_saved_seconds_are_each_functions_mean_and_keep_what_the_file_knew(tmp_path):
+    def result(seconds):
+        tests = [{"nodeid": f"{_unit('matmul_a')}[{i}]", "duration": seconds} for i in range(2)]
+        return {"problems": [{"checks": [{"tests": tests}]}]}
+
+    path = tmp_path / "test_seconds.json"
+    path.write_text(json.dumps({"seconds": {_unit("softmax_old"): 3.0}}))
+    written = parts.save_test_seconds([result(1.0), result(2.0)], "NVIDIA H200", path)
+    assert written == {_unit("softmax_old"): 3.0, _unit("matmul_a"): 3.0}   # (2 + 4) / 2
+    assert parts.load_test_seconds(path) == written
+    assert json.loads(path.read_text())["gpu"] == "NVIDIA H200"
+    path.write_text("{not json")
+    assert parts.load_test_seconds(path) == {}
+
+
+def test_the_shipped_seconds_split_the_real_hidden_suite_with_flash_attentions_backward_alone():
+    seconds = parts.load_test_seconds()
+    backward = "tests_hidden/test_flash_attention_hidden.py::" \
+               "test_triton_backward_handles_ragged_and_rectangular_shapes"
+    assert seconds[backward] == max(seconds.values())
+    collected = [(unit, "x") for unit in seconds]
+    plan = parts.plan(collected, {}, seconds)
+    assert 2 <= len(plan) <= parts.MAX_PARTS and plan[0].selection == (backward,)
+
+
+def _stream(nodeid, check, finished=True):
+    lines = [header_line("x", "cpu", {}, [check], [(nodeid, check)]),
+             record_line(TestRecord(nodeid, check, "passed"))]
+    return "\n".join(lines + ([END_LINE] if finished else []))
+
+
+def test_the_worst_part_decides_the_status_and_every_unfinished_part_says_why():
+    done = Outcome("graded", "", 0, 40.0, _stream("s::a", "softmax.double"), "softmax log")
+    cut = Outcome("timeout", "stopped after the 30 s wall-clock budget", None, 31.0,
+                  _stream("m::b", "matmul.answer", finished=False), "matmul log")
+    whole = parts.combine([("softmax", done), ("matmul", cut)])
+    assert (whole.status, whole.duration) == ("timeout", 40.0)
+    assert whole.reason == "part matmul: stopped after the 30 s wall-clock budget"
+    assert "===== part softmax (graded, 40.0 s)" in whole.log and "matmul log" in whole.log
+    read = read_stream(whole.stream)
+    assert not read.finished and [r.nodeid for r in read.results.tests] == ["s::a", "m::b"]
+
+
+def test_a_harness_error_in_any_part_is_the_whole_runs_with_that_parts_reason():
+    broken = Outcome("harness_error", "harness error (bwrap: ...)", 1, 0.1, "", "")
+    fine = Outcome("graded", "", 0, 5.0, _stream("s::a", "softmax.double"), "")
+    whole = parts.combine([("softmax", fine), ("matmul", broken)])
+    assert (whole.status, whole.reason) == ("harness_error", "part matmul: harness error (bwrap: ...)")
+
+
+@pytest.fixture
+def suite_by_problem(tmp_path, monkeypatch):
+    """The fake suite, one file per problem, with its test functions' seconds measured: softmax's
+    public functions are the longest, so the split puts them in one part and the rest in another."""
+    _write_suite(tmp_path / "suite", by_problem=True)
+    seconds = {"tests_public/test_softmax.py::test_double_doubles": 5.0,
+               "tests_public/test_softmax.py::test_triple_triples": 1.0,
+               "tests_public/test_matmul.py::test_zz_matmul_answer_is_42": 2.0,
+               "tests_hidden/test_softmax_hidden.py::test_hidden_double_of_ten": 1.0,
+               "tests_hidden/test_matmul_hidden.py::test_matmul_speed": 1.0}
+    (tmp_path / "seconds.json").write_text(json.dumps({"seconds": seconds}))
+    monkeypatch.setattr(parts, "TEST_SECONDS_FILE", tmp_path / "seconds.json")
+    return tmp_path / "suite"
+
+
+def _grade(suite, subs, out, **options):
+    options = {"jobs": 1, "timeout": 300.0, "tests_root": suite, "points_dir": suite / "points", "gpus": "",
+               "quiet": True, **options}
+    return runner.grade_all(subs, out=out, **options)
+
+
+def _scores(out, student):
+    result = json.loads((out / student / "result.json").read_text())
+    checks = {c["id"]: c["earned"] for p in result["problems"] for c in p["checks"]}
+    return result, checks
+
+
+def test_a_split_grade_equals_the_whole_suites_grade_and_its_parts_run_at_once(suite_by_problem, tmp_path,
+                                                                                  monkeypatch):
+    _submission(tmp_path / "subs", "good", {"softmax.py": GOOD_SOFTMAX, "matmul.py": GOOD_MATMUL})
+    spans, real_execute, lock = [], runner.Batch.execute, threading.Lock()
+
+    def timed_execute(self, *args, **kwargs):
+        start = time.monotonic()
+        outcome = real_execute(self, *args, **kwargs)
+        if kwargs.get("part") is not None:
+            with lock:
+                spans.append((kwargs["part"].label, start, time.monotonic()))
+        return outcome
+
+    monkeypatch.setattr(runner.Batch, "execute", timed_execute)
+    assert _grade(suite_by_problem, tmp_path / "subs", tmp_path / "whole", split=False) == 0
+    assert spans == []
+    assert _grade(suite_by_problem, tmp_path / "subs", tmp_path / "split", split=True) == 0
+    assert sorted(label for label, _, _ in spans) == ["1-softmax", "2-matmul+softmax"]
+    assert max(start for _, start, _ in spans) < min(end for _, _, end in spans)    # side by side
+    whole, whole_checks = _scores(tmp_path / "whole", "good")
+    split, split_checks = _scores(tmp_path / "split", "good")
+    assert split["status"] == whole["status"] == "graded"
+    assert split_checks == whole_checks and split["score"] == whole["score"]
+    assert split["score"]["earned"] == split["score"]["possible"] > 0
+    log = (tmp_path / "split" / "good" / "log.txt").read_text()
+    assert "===== part 1-softmax (graded" in log and "===== part 2-matmul+softmax (graded" in log
+
+
+def test_a_part_that_hangs_costs_only_its_own_parts_tests(suite_by_problem, tmp_path):
+    _submission(tmp_path / "subs", "hangs", {"softmax.py": GOOD_SOFTMAX, "matmul.py": HANGING_MATMUL})
+    _grade(suite_by_problem, tmp_path / "subs", tmp_path / "out", split=True, timeout=30.0)
+    result, checks = _scores(tmp_path / "out", "hangs")
+    assert result["status"] == "timeout" and result["reason"].startswith("part 2-matmul+softmax: ")
+    assert checks["softmax.double"] == 2                 # part 1 finished whatever part 2 did
+    assert checks["matmul.answer"] == 0
+
+
+def test_a_split_submission_whose_gpu_ran_out_is_regraded_as_one_whole_run_alone(suite_by_problem, tmp_path,
+                                                                                  monkeypatch):
+    _submission(tmp_path / "subs", "big", {"softmax.py": GOOD_SOFTMAX, "matmul.py": GOOD_MATMUL})
+    calls, real_execute = [], runner.Batch.execute
+
+    def execute(self, student, scratch, slot, collect_only=False, part=None):
+        if collect_only:
+            return real_execute(self, student, scratch, slot, collect_only=True)
+        calls.append(part.label if part else "whole")
+        outcome = real_execute(self, student, scratch, None, part=part)     # on the CPU: no GPU here
+        if part is not None and "matmul" in part.label:                     # its neighbours' memory ran out
+            stream = outcome.stream.replace('"outcome": "passed"', '"outcome": "failed"').replace(
+                '"message": ""', '"message": "torch.OutOfMemoryError: CUDA out of memory."')
+            outcome = Outcome(outcome.status, outcome.reason, outcome.exit_code, outcome.duration, stream, "")
+        return outcome
+
+    monkeypatch.setattr(runner.Batch, "execute", execute)
+    monkeypatch.setattr(runner, "gpu_memory_total", lambda: None)
+    assert _grade(suite_by_problem, tmp_path / "subs", tmp_path / "out", gpus="0", per_gpu=1) == 0
+    assert sorted(calls[:2]) == ["1-softmax", "2-matmul+softmax"] and calls[2:] == ["whole"]
+    result, checks = _scores(tmp_path / "out", "big")
+    assert result["status"] == "graded" and checks["matmul.answer"] == 3
