@@ -34,12 +34,12 @@ def test_grade_passes_every_option_to_grade_all(monkeypatch, tmp_path):
                                            "--suite", "public", "--gpus", "0,1", "--jobs", "3",
                                            "--timeout", "60", "--only", "alice", "--only", "bob",
                                            "--force", "--no-sandbox", "--no-perf", "--worker-memory", "4096",
-                                           "--per-gpu", "3"])
+                                           "--per-gpu", "3", "--whole-suite"])
     assert result.exit_code == 0, result.output
     assert seen["kwargs"] == {"submissions": str(tmp_path), "out": str(tmp_path / "r"), "suite": "public",
                               "gpus": "0,1", "jobs": 3, "timeout": 60.0, "only": ("alice", "bob"),
                               "force": True, "no_sandbox": True, "no_perf": True, "worker_memory": 4096,
-                              "per_gpu": 3}
+                              "per_gpu": 3, "split": False}
 
 
 def test_grade_slurm_passes_the_slurm_options_to_grade_on_slurm(monkeypatch, tmp_path):
@@ -81,16 +81,18 @@ def test_bench_grading_calls_bench_grader_with_copies(monkeypatch):
     result = CliRunner().invoke(cli.main, ["bench", "grading", "--copies", "3"])
     assert result.exit_code == 0, result.output
     assert seen["args"] == (3,)
-    assert seen["kwargs"] == {"gpus": None, "suite": "all", "no_perf": False, "per_gpu": None, "out": None}
+    assert seen["kwargs"] == {"gpus": None, "suite": "all", "no_perf": False, "per_gpu": None, "out": None,
+                              "split": None, "save_test_seconds": False}
 
 
 def test_bench_grading_passes_gpus_per_gpu_suite_no_perf_and_out(monkeypatch, tmp_path):
     seen = _capture(monkeypatch, "bench_grader")
     result = CliRunner().invoke(cli.main, ["bench", "grading", "--copies", "2", "--gpus", "0,1", "--per-gpu", "4",
-                                           "--suite", "public", "--no-perf", "--out", str(tmp_path)])
+                                           "--suite", "public", "--no-perf", "--out", str(tmp_path), "--split"])
     assert result.exit_code == 0, result.output
     assert seen["args"] == (2,) and seen["kwargs"] == {"gpus": "0,1", "suite": "public", "no_perf": True,
-                                                       "per_gpu": 4, "out": str(tmp_path)}
+                                                       "per_gpu": 4, "out": str(tmp_path), "split": True,
+                                                       "save_test_seconds": False}
 
 
 def test_bench_summary_reports_throughput_and_overhead():

@@ -167,6 +167,19 @@ def test_local_sharing_options_are_refused_with_slurm(tmp_path):
         slurm.grade_on_slurm(tmp_path, out=tmp_path / "out", gpus="0,1")
 
 
+def test_split_or_whole_suite_goes_to_every_task_and_is_no_local_option(tmp_path, monkeypatch):
+    make_submission(tmp_path / "subs", "alice", {"softmax.py": GOOD_SOFTMAX})
+    seen = {}
+    monkeypatch.setattr(slurm.shutil, "which", lambda command: f"/usr/bin/{command}")
+    monkeypatch.setattr(slurm, "earlier_jobs", lambda folder: [])
+    monkeypatch.setattr(slurm, "wants_gpu", lambda args: True)
+    monkeypatch.setattr(slurm, "submit", lambda out, options, *rest: seen.update(options) or
+                        SimpleNamespace(array_job="1", report_job="2"))
+    assert slurm.grade_on_slurm(tmp_path / "subs", out=tmp_path / "out", split=False, no_wait=True,
+                                quiet=True) == 0
+    assert seen["split"] is False and seen["gpus"] is None
+
+
 def test_tasks_get_a_time_limit_from_the_budget_unless_the_ta_gave_one():
     assert slurm.time_limit([], 1800.0, 2) == [f"--time={60 + slurm.SETUP_MINUTES}"]
     assert slurm.time_limit(["--time=5:00:00"], 1800.0, 2) == []

@@ -40,6 +40,10 @@ NO_PERF = click.option("--no-perf", is_flag=True, help="Skip the timed performan
 PER_GPU = click.option("--per-gpu", type=click.IntRange(min=1), default=None, metavar="N",
                        help="Submissions graded at once on each GPU; perf checks' timing still has the GPU "
                             "alone [default: from the cores, RAM and GPU memory, at most 4].")
+SPLIT = click.option("--split/--whole-suite", default=None,
+                     help="Check each submission's problems in checking runs of their own, side by side on its "
+                          "GPU, so that their Triton compiles run on several cores; the grade is the same "
+                          "[default: --split with a GPU, --whole-suite on the CPU].")
 IMPL = click.option("--impl", "impl_name", default="solutions", show_default=True,
                     help="assignment, solutions, or a path to a submission.")
 
@@ -62,6 +66,7 @@ IMPL = click.option("--impl", "impl_name", default="solutions", show_default=Tru
 @click.option("--no-sandbox", is_flag=True, help="Do not run submissions inside bubblewrap.")
 @NO_PERF
 @PER_GPU
+@SPLIT
 @click.option("--worker-memory", type=click.IntRange(min=0), default=None, metavar="MB",
               help="Private memory cap of the process running each submission's code [default: half "
                    "the RAM shared over the submissions graded at once, at least 8192; 0: no cap].")
@@ -169,13 +174,18 @@ def kernels(impl_name, json_path, chart, kernels):
 @PER_GPU
 @SUITE
 @NO_PERF
+@SPLIT
 @click.option("--out", default=None, type=click.Path(file_okay=False),
               help="Keep the copies' grades in this folder (default: a temporary one, deleted).")
-def grading(copies, gpus, per_gpu, suite, no_perf, out):
+@click.option("--save-test-seconds", is_flag=True,
+              help="Write how long each test function took into grader/grade/test_seconds.json, which "
+                   "--split divides submissions by (run it with --copies 1 --per-gpu 1 on the grading GPU).")
+def grading(copies, gpus, per_gpu, suite, no_perf, out, split, save_test_seconds):
     """Grade copies of the reference: submissions per hour per GPU and the grader's overhead."""
     from grader.grade.runner import bench_grader
 
-    sys.exit(bench_grader(copies, gpus=gpus, suite=suite, no_perf=no_perf, per_gpu=per_gpu, out=out))
+    sys.exit(bench_grader(copies, gpus=gpus, suite=suite, no_perf=no_perf, per_gpu=per_gpu, out=out,
+                          split=split, save_test_seconds=save_test_seconds))
 
 
 @main.command()

@@ -57,7 +57,9 @@ def grade_on_slurm(submissions, out="reports", suite="all", timeout=None, only=(
                    no_wait=False, tests_root=None, points_dir=None, quiet=False, poll_s=2.0,
                    **local_options) -> int:
     """The `grader grade --slurm` command; returns the exit status. Options of a local run that say
-    how to share this machine (--gpus, --jobs, ...) are refused when given: Slurm places the tasks."""
+    how to share this machine (--gpus, --jobs, ...) are refused when given: Slurm places the tasks.
+    --split / --whole-suite (`split`) goes to every task: it says how a task uses its own GPU."""
+    split_by_problem = local_options.pop("split", None)
     for name, value in local_options.items():
         if value not in (None, False, ()):
             raise GraderError(f"--{name.replace('_', '-')} does not apply with --slurm: Slurm gives each "
@@ -75,7 +77,7 @@ def grade_on_slurm(submissions, out="reports", suite="all", timeout=None, only=(
     out = Path(out).resolve()
     options = {"submissions": str(Path(submissions).resolve()), "out": str(out), "suite": suite,
                "timeout": timeout, "force": force, "no_sandbox": no_sandbox, "no_perf": no_perf,
-               "worker_memory": worker_memory,
+               "worker_memory": worker_memory, "split": split_by_problem,
                "tests_root": str(Path(tests_root or runner.REPO_ROOT).resolve()),
                "points_dir": str(Path(points_dir or POINTS_DIR).resolve())}
     points = load_points(Path(options["points_dir"]))
