@@ -79,11 +79,14 @@ def numbers(name, column):
 total = numbers("gpu-memory.log", 0)
 per_process = numbers("gpu-processes.log", 1)
 idle = numbers("vmstat.log", 14)[1:]          # the first line is the average since boot
+free_kib = numbers("vmstat.log", 3)[1:]
 if total:
     print(f"GPU MEMORY peak {max(total) / 1024:.1f} GiB in all; one process at most "
           f"{max(per_process or [0]) / 1024:.1f} GiB")
 if idle:
     print(f"CPU busy {100 - sum(idle) / len(idle):.0f}% on average, {100 - min(idle):.0f}% at the busiest 5 s")
+if free_kib:
+    print(f"RAM free {min(free_kib) / 2**20:.1f} GiB at the least")
 EOF
 }
 
