@@ -552,7 +552,10 @@ def test_per_gpu_repeats_each_gpu_interleaved_and_shares_the_memory_cap(tmp_path
     grade_all(tmp_path, gpus="0,1", per_gpu=3, worker_memory=None)
     settings = seen["settings"]
     assert settings.slots == ["0", "1", "0", "1", "0", "1"] and settings.per_gpu == 3
-    assert settings.worker_memory_mb == runner.default_worker_memory_mb(6)
+    assert settings.split                               # a GPU: each part has a worker of its own
+    assert settings.worker_memory_mb == runner.default_worker_memory_mb(6 * runner.parts.MAX_PARTS)
+    grade_all(tmp_path, gpus="0,1", per_gpu=3, worker_memory=None, split=False)
+    assert seen["settings"].worker_memory_mb == runner.default_worker_memory_mb(6)
     monkeypatch.setattr(runner, "default_per_gpu", lambda gpus: 2)
     grade_all(tmp_path, gpus="7")
     assert seen["settings"].slots == ["7", "7"]

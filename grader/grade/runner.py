@@ -108,11 +108,13 @@ def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, tim
         if warning:
             click.echo(f"warning: {warning}", err=True)
     slots = gpu_slots(gpu_list, per_gpu or 1) if gpu_list else [None] * (jobs or default_jobs())
+    split = bool(gpu_list) if split is None else split
+    workers = len(slots) * (parts.MAX_PARTS if split else 1)      # each part has a worker of its own
     settings = Settings(Path(submissions), Path(out), suite, slots, bool(gpu_list),
                         float(timeout or DEFAULT_TIMEOUT), tuple(only), force, not no_sandbox,
                         not no_perf, Path(tests_root or REPO_ROOT), Path(points_dir or POINTS_DIR), quiet,
-                        default_worker_memory_mb(len(slots)) if worker_memory is None else worker_memory,
-                        worker_memory, class_files, per_gpu or 1, bool(gpu_list) if split is None else split)
+                        default_worker_memory_mb(workers) if worker_memory is None else worker_memory,
+                        worker_memory, class_files, per_gpu or 1, split)
     return Batch(settings).run()
 
 
@@ -204,8 +206,9 @@ def detect_gpus(env, run=subprocess.run) -> list[str]:
 
 
 def default_worker_memory_mb(parallel: int, physical_bytes: int | None = None) -> int:
-    """Half of the machine's memory shared over the submissions graded at once (the other half is for
-    the checkers and the system), but never below what CUDA and the suites are known to need."""
+    """Half of the machine's memory shared over the workers that may run at once (a submission split
+    into parts has one per part; the other half is for the checkers and the system), but never below
+    what CUDA and the suites are known to need."""
     if physical_bytes is None:
         physical_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     share = physical_bytes // 2 // max(1, parallel) // 2**20
