@@ -4,6 +4,7 @@ the grade is the one a single run gives, and a part that fails costs only its ow
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from fake_suite import GOOD_MATMUL, GOOD_SOFTMAX
@@ -195,3 +196,27 @@ def test_a_split_submission_whose_gpu_ran_out_is_regraded_as_one_whole_run_alone
     assert sorted(calls[:2]) == ["1-softmax", "2-matmul+softmax"] and calls[2:] == ["whole"]
     result, checks = _scores(tmp_path / "out", "big")
     assert result["status"] == "graded" and checks["matmul.answer"] == 3
+
+
+def test_bench_grading_saves_the_seconds_only_when_every_copy_was_graded(tmp_path, monkeypatch):
+    monkeypatch.setattr(parts, "TEST_SECONDS_FILE", tmp_path / "seconds.json")
+    status = {"now": "graded"}
+
+    def grade_all(submissions, out, **options):
+        tests = [{"nodeid": "tests_hidden/test_softmax_hidden.py::test_rows[0]", "duration": 4.0}]
+        result = {"id": "reference00", "status": status["now"], "gpu": "0", "environment": {"gpu": "NVIDIA H200"},
+                  "timing": {"tests_s": 4.0, "child_s": 5.0, "total_s": 5.0},
+                  "problems": [{"checks": [{"tests": tests}]}]}
+        (Path(out) / "reference00").mkdir(parents=True, exist_ok=True)
+        (Path(out) / "reference00" / "result.json").write_text(json.dumps(result))
+        return 0
+
+    monkeypatch.setattr(runner, "grade_all", grade_all)
+    status["now"] = "timeout"
+    assert runner.bench_grader(1, out=str(tmp_path / "out"), save_test_seconds=True) == 1
+    assert not (tmp_path / "seconds.json").exists()
+    status["now"] = "graded"
+    assert runner.bench_grader(1, out=str(tmp_path / "out"), save_test_seconds=True) == 0
+    saved = json.loads((tmp_path / "seconds.json").read_text())
+    assert saved["gpu"] == "NVIDIA H200"
+    assert saved["seconds"] == {"tests_hidden/test_softmax_hidden.py::test_rows": 4.0}
