@@ -13,7 +13,8 @@ from fake_suite import write_suite as _write_suite
 
 from grader.grade import parts, runner
 from grader.grade.checking_run import Outcome
-from grader.results import END_LINE, TestRecord, header_line, read_stream, record_line
+from grader.results import END_LINE, header_line, read_stream, record_line
+from grader.results import TestRecord as Record
 
 PROBLEM_OF = {"softmax.double": "softmax", "softmax.hidden_double": "softmax", "matmul.answer": "matmul"}
 HANGING_MATMUL = "import time\n\ndef answer():\n    time.sleep(600)\n"
@@ -87,7 +88,7 @@ def test_the_shipped_seconds_split_the_real_hidden_suite_with_flash_attentions_b
 
 def _stream(nodeid, check, finished=True):
     lines = [header_line("x", "cpu", {}, [check], [(nodeid, check)]),
-             record_line(TestRecord(nodeid, check, "passed"))]
+             record_line(Record(nodeid, check, "passed"))]
     return "\n".join(lines + ([END_LINE] if finished else []))
 
 
