@@ -161,6 +161,7 @@ def test_a_split_grade_equals_the_whole_suites_grade_and_its_parts_run_at_once(s
     split, split_checks = _scores(tmp_path / "split", "good")
     assert split["status"] == whole["status"] == "graded"
     assert split_checks == whole_checks and split["score"] == whole["score"]
+    assert (whole["parts"], split["parts"]) == ([], ["1-softmax", "2-matmul+softmax"])   # said for staff
     assert split["score"]["earned"] == split["score"]["possible"] > 0
     log = (tmp_path / "split" / "good" / "log.txt").read_text()
     assert "===== part 1-softmax (graded" in log and "===== part 2-matmul+softmax (graded" in log
@@ -196,7 +197,7 @@ def test_a_split_submission_whose_gpu_ran_out_is_regraded_as_one_whole_run_alone
     assert _grade(suite_by_problem, tmp_path / "subs", tmp_path / "out", gpus="0", per_gpu=1) == 0
     assert sorted(calls[:2]) == ["1-softmax", "2-matmul+softmax"] and calls[2:] == ["whole"]
     result, checks = _scores(tmp_path / "out", "big")
-    assert result["status"] == "graded" and checks["matmul.answer"] == 3
+    assert result["status"] == "graded" and checks["matmul.answer"] == 3 and result["parts"] == []
 
 
 def test_bench_grading_saves_the_seconds_only_when_every_copy_was_graded(tmp_path, monkeypatch):

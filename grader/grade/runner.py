@@ -1,7 +1,8 @@
 """`grader grade`: every submission checked in its own process tree, in parallel, resumably.
 
 For each submission: stage its allow-listed files (grader.grade.submission), launch the checking pytest run
-(argv from grader.grade.sandbox) in a new session with its own scratch, read its results from a pipe only the
+(argv from grader.grade.sandbox; on a GPU its parts side by side, grader.grade.parts) in a new session
+with its own scratch, read its results from a pipe only the
 checker holds, kill the whole group on the wall-clock budget, score what reported (grader.scoring) and
 write that student's outputs at once. The class files (grades.csv, index.html) are rebuilt from every
 result.json on disk at the end, and on Ctrl-C. A submission never stops the batch: whatever goes wrong
@@ -289,7 +290,7 @@ class Batch:
         self.metadata = submission.read_metadata(settings.submissions)
         # (student, part label or ""): the process and perf_counter() at its launch
         self.running: dict[tuple[str, str], tuple[subprocess.Popen, float]] = {}
-        self.durations: list[float] = []             # of the checking runs that finished
+        self.durations: list[float] = []             # wall time of each submission's run(s) that finished
         self.lock = threading.Lock()
         self.bwrap = sandbox.find_bwrap() if settings.sandbox else None
         self.python_paths = sandbox.python_paths(exclude=[settings.submissions.resolve(), settings.out.resolve()])
@@ -426,8 +427,9 @@ class Batch:
         if self.stopping.is_set():
             slots.put(slot)
             return "interrupted"
+        used = [] if alone else self.parts      # alone: one whole run, nothing beside it on the GPU
         try:
-            outcome = self.execute_parts(source.id, scratch, slot, [] if alone else self.parts)
+            outcome = self.execute_parts(source.id, scratch, slot, used)
         finally:
             slots.put(slot)
         with self.lock:
@@ -435,7 +437,7 @@ class Batch:
         if self.stopping.is_set():           # killed by Ctrl-C, not by its own doing: no grade
             shutil.rmtree(scratch, ignore_errors=True)
             return "interrupted"
-        context |= {"gpu": slot, "exit_code": outcome.exit_code}
+        context |= {"gpu": slot, "exit_code": outcome.exit_code, "parts": [part.label for part in used]}
         if outcome.status == HARNESS_ERROR:
             result = unscored_result(source.id, HARNESS_ERROR, outcome.reason, context, self.maximum(), outcome.log)
         else:
