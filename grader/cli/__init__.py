@@ -41,9 +41,10 @@ PER_GPU = click.option("--per-gpu", type=click.IntRange(min=1), default=None, me
                        help="Submissions graded at once on each GPU; perf checks' timing still has the GPU "
                             "alone [default: from the cores, RAM and GPU memory, at most 4].")
 SPLIT = click.option("--split/--whole-suite", default=None,
-                     help="Check each submission's problems in checking runs of their own, side by side on its "
-                          "GPU, so that their Triton compiles run on several cores; the grade is the same "
-                          "[default: --split with a GPU, --whole-suite on the CPU].")
+                     help="Check each submission's suite as up to four checking runs side by side on its GPU, "
+                          "packed by the reference's measured test times, so that its Triton compiles run on "
+                          "several cores; the grade is the same [default: --split with a GPU, --whole-suite "
+                          "on the CPU].")
 IMPL = click.option("--impl", "impl_name", default="solutions", show_default=True,
                     help="assignment, solutions, or a path to a submission.")
 
@@ -69,7 +70,7 @@ IMPL = click.option("--impl", "impl_name", default="solutions", show_default=Tru
 @SPLIT
 @click.option("--worker-memory", type=click.IntRange(min=0), default=None, metavar="MB",
               help="Private memory cap of the process running each submission's code [default: half "
-                   "the RAM shared over the submissions graded at once, at least 8192; 0: no cap].")
+                   "the RAM shared over the workers running at once (one per part), at least 8192; 0: no cap].")
 @click.option("--slurm", is_flag=True, help="Grade on a Slurm cluster: one array job, one task per "
               "submission (checkout, venv and --out on a shared filesystem).")
 @click.option("--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",
