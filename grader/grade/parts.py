@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.grade.checking_run import Outcome
-from grader.report.model import CRASHED, GRADED, HARNESS_ERROR, TIMEOUT
-from grader.results import merge_streams, read_stream
+from grader.report.model import CRASHED, GRADED, HARNESS_ERROR, TIMEOUT, result_tests
+from grader.results import merge_streams
 
 TEST_SECONDS_FILE = Path(__file__).resolve().parent / "test_seconds.json"
 MAX_PARTS = 4                  # checking runs per submission: each holds a checker, a worker, two CUDA contexts
@@ -59,9 +59,10 @@ def plan(collected_tests, problem_of_check: dict[str, str], seconds: dict[str, f
         problem = problem_of_check.get(check, "other")
         if problem not in problems[unit]:
             problems[unit].append(problem)
-    if len(units) < 2 or not any(unit in seconds for unit in units):
+    if not any(unit in seconds for unit in units):
         return []
-    count = min(max_parts, len(units), math.ceil(sum(units.values()) / max(units.values()) - 1e-9))
+    # never more parts than units: the total is at most their count times the longest
+    count = min(max_parts, math.ceil(sum(units.values()) / max(units.values()) - 1e-9))
     if count < 2:
         return []
     # Longest first into the emptiest part; but into a part already checking the same problem when it
@@ -69,12 +70,13 @@ def plan(collected_tests, problem_of_check: dict[str, str], seconds: dict[str, f
     target = max(sum(units.values()) / count, max(units.values()))
     bins: list[list[str]] = [[] for _ in range(count)]
     loads = [0.0] * count
+    checking: list[set[str]] = [set() for _ in range(count)]   # the problems each part checks so far
     for unit in sorted(units, key=lambda u: -units[u]):        # stable: ties keep collection order
-        kin = [i for i in range(count) if loads[i] + units[unit] <= target
-               and any(set(problems[unit]) & set(problems[other]) for other in bins[i])]
+        kin = [i for i in range(count) if loads[i] + units[unit] <= target and checking[i] & set(problems[unit])]
         chosen = min(kin or range(count), key=lambda i: loads[i])
         bins[chosen].append(unit)
         loads[chosen] += units[unit]
+        checking[chosen] |= set(problems[unit])
     order = list(units)
     parts = []
     for index, members in enumerate(bins, 1):
@@ -101,11 +103,9 @@ def save_test_seconds(results: list[dict], gpu: str, path: Path | None = None) -
     totals: dict[str, list[float]] = {}
     for result in results:
         per_unit: dict[str, float] = {}
-        for problem in result.get("problems", []):
-            for check in problem.get("checks", []):
-                for test in check.get("tests", []):
-                    unit = unit_of(str(test.get("nodeid", "")))
-                    per_unit[unit] = per_unit.get(unit, 0.0) + float(test.get("duration") or 0.0)
+        for test in result_tests(result):
+            unit = unit_of(str(test.get("nodeid", "")))
+            per_unit[unit] = per_unit.get(unit, 0.0) + float(test.get("duration") or 0.0)
         for unit, value in per_unit.items():
             totals.setdefault(unit, []).append(value)
     seconds = load_test_seconds(path) | {unit: round(sum(v) / len(v), 2) for unit, v in totals.items()}
@@ -132,9 +132,3 @@ def combine(labelled: list[tuple[str, Outcome]]) -> Outcome:
                            if outcome.status != GRADED and outcome.reason)
     return Outcome(worst.status, reason, worst.exit_code, max(o.duration for _, o in labelled),
                    merge_streams([outcome.stream for _, outcome in labelled]), log)
-
-
-def collected(stream: str):
-    """[(nodeid, check)] the preflight's collection found, or None."""
-    header = read_stream(stream).results
-    return header.collected_tests if header else None

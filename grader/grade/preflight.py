@@ -36,6 +36,7 @@ DIAGNOSES = (
 class Preflight:
     device: str                        # "cuda" or "cpu", as the checker saw it
     not_run_here: frozenset[str]       # nodeids that cannot run on this machine
+    collected_tests: tuple[tuple[str, str], ...] | None = None   # (nodeid, check) of every test; None: unknown
 
 
 def verdict(outcome, *, gpu_expected: bool, sandboxed: bool, interpreter: str) -> Preflight:
@@ -52,7 +53,8 @@ def verdict(outcome, *, gpu_expected: bool, sandboxed: bool, interpreter: str) -
                           f"it reported {header.environment.get('device', device)!r}). Fix: check "
                           "that torch sees CUDA (`grader doctor`) and the /dev/nvidia* nodes exist, or grade on "
                           "the CPU with --gpus ''. Nobody was graded.")
-    return Preflight(device, frozenset(header.not_run_here))
+    collected = tuple(header.collected_tests) if header.collected_tests is not None else None
+    return Preflight(device, frozenset(header.not_run_here), collected)
 
 
 def diagnose(text: str) -> str:

@@ -351,7 +351,7 @@ class Batch:
         self.not_run_here = found.not_run_here
         if self.settings.split:
             problem_of = {check.id: problem.id for problem in self.points.problems for check in problem.checks}
-            self.parts = parts.plan(parts.collected(outcome.stream), problem_of)
+            self.parts = parts.plan(found.collected_tests, problem_of)
         self.batch_maximum = build_result("preflight", self.points, outcome.stream, "graded", "", "", {},
                                           suites=self.suites(), perf=self.settings.perf,
                                           not_run_here=self.not_run_here)["score"]["possible"]
@@ -444,7 +444,7 @@ class Batch:
             result = build_result(source.id, self.points_for(outcome.stream), outcome.stream, outcome.status,
                                   outcome.reason, outcome.log, context, suites=self.suites(),
                                   perf=self.settings.perf, not_run_here=self.not_run_here)
-            shared_by = 1 if alone or slot is None else self.settings.per_gpu * max(1, len(self.parts))
+            shared_by = 1 if alone or slot is None else self.settings.per_gpu * max(1, len(used))
             withheld = gpu_sharing.withheld_reason(result, shared_by, slot)
             if withheld is not None:
                 reason, grade_alone = withheld
