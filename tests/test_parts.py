@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from fake_suite import GOOD_MATMUL, GOOD_SOFTMAX
+from fake_suite import grade_batch as _grade
 from fake_suite import make_submission as _submission
 from fake_suite import write_suite as _write_suite
 
@@ -124,12 +125,6 @@ def suite_by_problem(tmp_path, monkeypatch):
     (tmp_path / "seconds.json").write_text(json.dumps({"seconds": seconds}))
     monkeypatch.setattr(parts, "TEST_SECONDS_FILE", tmp_path / "seconds.json")
     return tmp_path / "suite"
-
-
-def _grade(suite, subs, out, **options):
-    options = {"jobs": 1, "timeout": 300.0, "tests_root": suite, "points_dir": suite / "points", "gpus": "",
-               "quiet": True, **options}
-    return runner.grade_all(subs, out=out, **options)
 
 
 def _scores(out, student):

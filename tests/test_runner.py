@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from fake_suite import GOOD_MATMUL, GOOD_SOFTMAX
+from fake_suite import grade_batch as _grade
 from fake_suite import make_submission as _submission
 from fake_suite import write_suite as _write_suite
 from hostile_archives import ignored_names_flood, pax_records_bomb, zip_with_bad_crc, zip_with_utf8_flag_and_bad_name
@@ -24,7 +25,6 @@ from grader.grade.runner import detect_gpus, grade_all, parse_gpus
 from grader.grade.sandbox import find_bwrap
 
 REPO = Path(__file__).resolve().parent.parent
-BUDGET = 300.0     # seconds per submission: never reached by a submission that returns
 HANG_BUDGET = 30.0  # the hanging submission's budget: enough for its first tests to report first
 
 # Tries to write a passing record straight into the checker's results pipe.
@@ -52,12 +52,6 @@ def double(x):
 def triple(x):
     return 0
 '''
-
-
-def _grade(suite_root, submissions, out, **options):
-    options = {"jobs": 2, "timeout": BUDGET, "tests_root": suite_root, "points_dir": suite_root / "points",
-               "gpus": "", "quiet": True, **options}
-    return grade_all(submissions, out=out, **options)
 
 
 def _result(out, student):
