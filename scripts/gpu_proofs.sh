@@ -10,7 +10,8 @@
 #                    span: the side-stream cheat's speed-up over the clean softmax (scripts/sync_span_check.py)
 # Perf warm-ups (compile, autotune) have the GPU alone, lending it out while they compile;
 # GRADER_PERF_WARMUP=shared (exported before the call) runs them beside the other submissions instead.
-# Single steps: alone | spread | shared | cheats. Every grade uses the hidden suite (all perf checks
+#   seconds (~8 min) alone with SAVE_SECONDS=1 (test_seconds.json, copied to $WORK), then alone_split
+# Single steps: alone | alone_split | spread | shared | cheats. Every grade uses the hidden suite (all perf checks
 # are there) to keep within the time. part2's throughput line and alone-vs-shared table need part1's
 # $WORK/alone on the same machine; otherwise unpack both tarballs and run
 #   python scripts/gpu_proofs_summary.py alone=part1/alone shared=part2/shared partial=part1/partial
@@ -31,11 +32,20 @@ header() {
   cat "$WORK/machine-$1.txt"
 }
 
-alone() {
+alone() {   # the baseline: one reference, whole suite, nothing beside it (SAVE_SECONDS=1 records its tests' seconds)
   rm -rf "$WORK/alone"
+  local save=(); [ "${SAVE_SECONDS:-0}" = 1 ] && save=(--save-test-seconds)
   { time timeout "$(left 330)" python -m grader bench grading --copies 1 --gpus 0 --per-gpu 1 --suite hidden \
-      --out "$WORK/alone"; } > "$WORK/alone.log" 2>&1
+      --whole-suite "${save[@]}" --out "$WORK/alone"; } > "$WORK/alone.log" 2>&1
   tail -n 8 "$WORK/alone.log"
+  cp grader/grade/test_seconds.json "$WORK/"
+}
+
+alone_split() {   # one reference alone, its suite split into parts side by side
+  rm -rf "$WORK/alone-split"
+  { time timeout "$(left 330)" python -m grader bench grading --copies 1 --gpus 0 --per-gpu 1 --suite hidden \
+      --out "$WORK/alone-split"; } > "$WORK/alone-split.log" 2>&1
+  tail -n 8 "$WORK/alone-split.log"
 }
 
 spread() {
@@ -144,6 +154,7 @@ pack() {
 case "${1:-}" in
   part1) header part1; alone; spread; summary; pack part1 ;;
   part2) header part2; span; shared; cheats; summary; pack part2 ;;
-  alone|spread|shared|cheats|span) header "$1"; "$1"; summary; pack "$1" ;;
-  *) echo "usage: $0 part1|part2|alone|spread|shared|cheats|span" >&2; exit 2 ;;
+  seconds) header seconds; SAVE_SECONDS=1 alone; alone_split; summary; pack seconds ;;
+  alone|alone_split|spread|shared|cheats|span) header "$1"; "$1"; summary; pack "$1" ;;
+  *) echo "usage: $0 part1|part2|seconds|alone|alone_split|spread|shared|cheats|span" >&2; exit 2 ;;
 esac

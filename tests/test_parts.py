@@ -18,6 +18,7 @@ from grader.results import END_LINE, header_line, read_stream, record_line
 from grader.results import TestRecord as Record
 
 PROBLEM_OF = {"softmax.double": "softmax", "softmax.hidden_double": "softmax", "matmul.answer": "matmul"}
+HALF_SOFTMAX = "def double(x):\n    return 2 * x if x == 1 else 0\n\n\ndef triple(x):\n    return 3 * x\n"
 HANGING_MATMUL = "import time\n\ndef answer():\n    time.sleep(600)\n"
 
 
@@ -37,7 +38,7 @@ def test_the_longest_test_function_gets_a_part_and_a_problems_others_stay_togeth
     seconds = {_unit("flash_bwd"): 60.0, _unit("flash_fwd"): 35.0, _unit("matmul_shapes"): 30.0,
                _unit("flash_perf"): 10.0, _unit("matmul_edges"): 10.0, _unit("softmax_rows"): 8.0}
     plan = parts.plan(_collected("flash_fwd", "flash_bwd", "flash_perf", "matmul_shapes", "matmul_edges",
-                                 "softmax_rows"), PROBLEM_OF, seconds)
+                                 "softmax_rows", per_unit=1), PROBLEM_OF, seconds)
     # longest first into the emptiest part would put flash_perf beside matmul and matmul_edges beside
     # flash_fwd: both problems would then compile in two parts
     assert plan == [parts.Part("1-flash_attention", (_unit("flash_bwd"),)),
@@ -51,40 +52,74 @@ def test_as_many_parts_as_keep_each_under_the_longest_function_and_never_more_th
     names = [f"matmul_{i}" for i in range(8)]
     assert len(parts.plan(_collected(*names), PROBLEM_OF, seconds)) == parts.MAX_PARTS
     assert len(parts.plan(_collected(*names), PROBLEM_OF, seconds, max_parts=8)) == 8
-    seconds[_unit("matmul_0")] = 70.0                      # 140 s in all, none shorter than 70 s: two parts
-    assert [p.selection[0] for p in parts.plan(_collected(*names), PROBLEM_OF, seconds)] == \
+    seconds[_unit("matmul_0")] = 70.0       # 140 s in all, and a function of 70 s with one case: two parts
+    assert [p.selection[0] for p in parts.plan(_collected(*names, per_unit=1), PROBLEM_OF, seconds)] == \
         [_unit("matmul_0"), _unit("matmul_1")]
 
 
-def test_a_suite_nothing_was_measured_of_or_of_one_function_is_not_split():
+def test_a_problem_stays_in_one_part_when_that_makes_the_part_at_most_a_tenth_longer():
+    seconds = {_unit("flash_a"): 40.0, _unit("matmul_b"): 36.0, _unit("flash_c"): 6.0, _unit("matmul_d"): 2.0}
+    plan = parts.plan(_collected("flash_a", "matmul_b", "flash_c", "matmul_d", per_unit=1), PROBLEM_OF, seconds,
+                      max_parts=2)
+    # an even split (42 s each) would check both problems in both parts, compiling each one twice
+    assert plan == [parts.Part("1-flash_attention", (_unit("flash_a"), _unit("flash_c"))),
+                    parts.Part("2-matmul", (_unit("matmul_b"), _unit("matmul_d")))]
+
+
+def test_a_function_longer_than_a_parts_share_is_split_into_its_cases_by_their_measured_seconds():
+    backward = [f"{_unit('flash_bwd')}[{i}]" for i in range(4)]
+    seconds = dict(zip(backward, [30.0, 20.0, 6.0, 4.0])) | {_unit("matmul_a"): 30.0, _unit("softmax_b"): 10.0}
+    plan = parts.plan(_collected("flash_bwd", "matmul_a", "softmax_b", per_unit=4), PROBLEM_OF, seconds)
+    # 100 s over four parts: backward's cases by what each took, matmul's 30 s (spread over its four
+    # cases, none measured) split too and gathered again in one part, softmax's 10 s whole
+    assert plan == [parts.Part("1-flash_attention", (backward[0],)),
+                    parts.Part("2-flash_attention", tuple(backward[1:])),
+                    parts.Part("3-softmax", (_unit("softmax_b"),)),
+                    parts.Part("4-matmul", (_unit("matmul_a"),))]
+
+
+def test_cases_pytest_could_not_select_by_nodeid_keep_their_function_whole():
+    cases = [(f"{_unit('flash_bwd')}[{case}]", "flash_attention.x") for case in ("a::b", "c d", "e")]
+    seconds = {_unit("flash_bwd"): 90.0, _unit("matmul_a"): 30.0}
+    plan = parts.plan(cases + _collected("matmul_a", per_unit=1), PROBLEM_OF, seconds)
+    assert [p.selection for p in plan] == [(_unit("flash_bwd"),), (_unit("matmul_a"),)]
+
+
+def test_a_suite_nothing_was_measured_of_or_too_short_for_a_second_part_is_not_split():
     assert parts.plan(_collected("matmul_a", "softmax_b"), PROBLEM_OF, {}) == []
-    assert parts.plan(_collected("matmul_a"), PROBLEM_OF, {_unit("matmul_a"): 5.0}) == []
-    assert parts.plan(None, PROBLEM_OF, {_unit("matmul_a"): 5.0}) == []
+    assert parts.plan(_collected("matmul_a"), PROBLEM_OF, {_unit("matmul_a"): 9.0}) == []
+    assert len(parts.plan(_collected("matmul_a"), PROBLEM_OF, {_unit("matmul_a"): 10.0})) == 2
+    assert parts.plan(None, PROBLEM_OF, {_unit("matmul_a"): 50.0}) == []
 
 
-def test_saved_seconds_are_each_functions_mean_and_keep_what_the_file_knew(tmp_path):
+def test_saved_seconds_are_each_tests_mean_and_keep_what_the_file_knew_of_functions_not_run(tmp_path):
     def result(seconds):
-        tests = [{"nodeid": f"{_unit('matmul_a')}[{i}]", "duration": seconds} for i in range(2)]
+        tests = [{"nodeid": f"{_unit('matmul_a')}[{i}]", "duration": seconds * (i + 1)} for i in range(2)]
         return {"problems": [{"checks": [{"tests": tests}]}]}
 
     path = tmp_path / "test_seconds.json"
-    path.write_text(json.dumps({"seconds": {_unit("softmax_old"): 3.0}}))
+    path.write_text(json.dumps({"seconds": {_unit("softmax_old"): 3.0, _unit("matmul_a"): 9.0}}))
     written = parts.save_test_seconds([result(1.0), result(2.0)], "NVIDIA H200", path)
-    assert written == {_unit("softmax_old"): 3.0, _unit("matmul_a"): 3.0}   # (2 + 4) / 2
+    # matmul_a's old whole-function figure gives way to its cases' own
+    assert written == {_unit("softmax_old"): 3.0, f"{_unit('matmul_a')}[0]": 1.5, f"{_unit('matmul_a')}[1]": 3.0}
     assert parts.load_test_seconds(path) == written
     assert json.loads(path.read_text())["gpu"] == "NVIDIA H200"
     path.write_text("{not json")
     assert parts.load_test_seconds(path) == {}
 
 
-def test_the_shipped_seconds_split_the_real_hidden_suite_with_flash_attentions_backward_alone():
+def test_the_shipped_seconds_split_the_real_hidden_suite_into_parts_shorter_than_its_longest_function():
     seconds = parts.load_test_seconds()
-    backward = "tests_hidden/test_flash_attention_hidden.py::" \
-               "test_triton_backward_handles_ragged_and_rectangular_shapes"
-    assert seconds[backward] == max(seconds.values())
-    collected = [(unit, "x") for unit in seconds]
-    plan = parts.plan(collected, {}, seconds)
-    assert 2 <= len(plan) <= parts.MAX_PARTS and plan[0].selection == (backward,)
+    functions: dict[str, float] = {}
+    for nodeid, value in seconds.items():
+        functions[parts.unit_of(nodeid)] = functions.get(parts.unit_of(nodeid), 0.0) + value
+    plan = parts.plan([(nodeid, "x") for nodeid in seconds], {}, seconds)
+    covering = {nodeid: [p.label for p in plan if nodeid in p.selection or parts.unit_of(nodeid) in p.selection]
+                for nodeid in seconds}
+    assert all(len(labels) == 1 for labels in covering.values())          # every test in exactly one part
+    part_seconds = [sum(seconds[n] for n, labels in covering.items() if labels == [p.label]) for p in plan]
+    assert len(plan) == parts.MAX_PARTS
+    assert max(part_seconds) < max(functions.values())     # FlashAttention's ragged backward is shared out
 
 
 def _stream(nodeid, check, finished=True):
@@ -112,19 +147,23 @@ def test_a_harness_error_in_any_part_is_the_whole_runs_with_that_parts_reason():
     assert (whole.status, whole.reason) == ("harness_error", "part matmul: harness error (bwrap: ...)")
 
 
+def _measured_suite(root, monkeypatch, seconds):
+    _write_suite(root / "suite", by_problem=True)
+    (root / "seconds.json").write_text(json.dumps({"seconds": seconds}))
+    monkeypatch.setattr(parts, "TEST_SECONDS_FILE", root / "seconds.json")
+    return root / "suite"
+
+
 @pytest.fixture
 def suite_by_problem(tmp_path, monkeypatch):
     """The fake suite, one file per problem, with its test functions' seconds measured: softmax's
     public functions are the longest, so the split puts them in one part and the rest in another."""
-    _write_suite(tmp_path / "suite", by_problem=True)
-    seconds = {"tests_public/test_softmax.py::test_double_doubles": 5.0,
-               "tests_public/test_softmax.py::test_triple_triples": 1.0,
-               "tests_public/test_matmul.py::test_zz_matmul_answer_is_42": 2.0,
-               "tests_hidden/test_softmax_hidden.py::test_hidden_double_of_ten": 1.0,
-               "tests_hidden/test_matmul_hidden.py::test_matmul_speed": 1.0}
-    (tmp_path / "seconds.json").write_text(json.dumps({"seconds": seconds}))
-    monkeypatch.setattr(parts, "TEST_SECONDS_FILE", tmp_path / "seconds.json")
-    return tmp_path / "suite"
+    return _measured_suite(tmp_path, monkeypatch, {
+        "tests_public/test_softmax.py::test_double_doubles": 5.0,
+        "tests_public/test_softmax.py::test_triple_triples": 1.0,
+        "tests_public/test_matmul.py::test_zz_matmul_answer_is_42": 2.0,
+        "tests_hidden/test_softmax_hidden.py::test_hidden_double_of_ten": 1.0,
+        "tests_hidden/test_matmul_hidden.py::test_matmul_speed": 1.0})
 
 
 def _scores(out, student):
@@ -160,6 +199,24 @@ def test_a_split_grade_equals_the_whole_suites_grade_and_its_parts_run_at_once(s
     assert split["score"]["earned"] == split["score"]["possible"] > 0
     log = (tmp_path / "split" / "good" / "log.txt").read_text()
     assert "===== part 1-softmax (graded" in log and "===== part 2-matmul+softmax (graded" in log
+
+
+def test_a_function_split_into_its_cases_over_two_parts_is_graded_as_the_whole_suite_grades_it(tmp_path,
+                                                                                               monkeypatch):
+    double = "tests_public/test_softmax.py::test_double_doubles"
+    suite = _measured_suite(tmp_path, monkeypatch, {
+        f"{double}[1]": 5.0, f"{double}[2]": 5.0, "tests_public/test_softmax.py::test_triple_triples": 1.0,
+        "tests_public/test_matmul.py::test_zz_matmul_answer_is_42": 2.0,
+        "tests_hidden/test_softmax_hidden.py::test_hidden_double_of_ten": 1.0,
+        "tests_hidden/test_matmul_hidden.py::test_matmul_speed": 1.0})
+    _submission(tmp_path / "subs", "half", {"softmax.py": HALF_SOFTMAX, "matmul.py": GOOD_MATMUL})
+    assert _grade(suite, tmp_path / "subs", tmp_path / "whole", split=False) == 0
+    assert _grade(suite, tmp_path / "subs", tmp_path / "split", split=True) == 0
+    whole, whole_checks = _scores(tmp_path / "whole", "half")
+    split, split_checks = _scores(tmp_path / "split", "half")
+    assert split["parts"] == ["1-softmax", "2-softmax", "3-matmul+softmax"]
+    assert split_checks == whole_checks and split["score"] == whole["score"]
+    assert split_checks["softmax.double"] == 1             # of 2: one case of the split function failed
 
 
 def test_a_part_that_hangs_costs_only_its_own_parts_tests(suite_by_problem, tmp_path):
@@ -216,4 +273,4 @@ def test_bench_grading_saves_the_seconds_only_when_every_copy_was_graded(tmp_pat
     assert runner.bench_grader(1, out=str(tmp_path / "out"), save_test_seconds=True) == 0
     saved = json.loads((tmp_path / "seconds.json").read_text())
     assert saved["gpu"] == "NVIDIA H200"
-    assert saved["seconds"] == {"tests_hidden/test_softmax_hidden.py::test_rows": 4.0}
+    assert saved["seconds"] == {"tests_hidden/test_softmax_hidden.py::test_rows[0]": 4.0}

@@ -179,7 +179,7 @@ def kernels(impl_name, json_path, chart, kernels):
 @click.option("--out", default=None, type=click.Path(file_okay=False),
               help="Keep the copies' grades in this folder (default: a temporary one, deleted).")
 @click.option("--save-test-seconds", is_flag=True,
-              help="Write how long each test function took into grader/grade/test_seconds.json, which "
+              help="Write how long each test (each case of a parametrized one) took into grader/grade/test_seconds.json, which "
                    "--split divides submissions by (run it with --copies 1 --per-gpu 1 --whole-suite on the "
                    "grading GPU).")
 def grading(copies, gpus, per_gpu, suite, no_perf, out, split, save_test_seconds):

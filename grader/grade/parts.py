@@ -7,12 +7,14 @@ itself, against the other parts too. Each part's results stream is merged back i
 (grader.results.merge_streams) before scoring.
 
 The unit of a split is one test function with all its parametrizations (it keeps its compiled kernels
-and its fixtures). Units are packed longest first into the part that has the least so far (or one
-already checking the same problem, where it fits), by the seconds the reference's tests took on the
-grading GPU (`test_seconds.json`, written by `grader bench grading --save-test-seconds`; this module
-owns that file). The split is therefore the same for every submission of a grader version, and the
-number of parts follows from the suite: as many as it takes for no part to be longer than the longest
-unit, at most MAX_PARTS. Split by problem instead, four references at once on the H200 all waited
+and its fixtures), unless the function alone is longer than a part's share of the suite: then each of
+its cases is a unit (FlashAttention's backward on ragged shapes, 30 cases, took 119 of the reference's
+265 s alone, and as one unit its part was every shared batch's last). Units are packed longest first
+into the part that has the least so far (or one already checking the same problem, where it fits), by
+the seconds the reference's tests took on the grading GPU (`test_seconds.json`, written by
+`grader bench grading --save-test-seconds`; this module owns that file). The split is therefore the
+same for every submission of a grader version, and the number of parts follows from the suite: as
+many as it takes for no part to be longer than its longest unit, at most MAX_PARTS. Split by problem instead, four references at once on the H200 all waited
 for their FlashAttention part (387 s, against 216 s for matmul's and at most 116 s for the others').
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +32,13 @@ from grader.results import merge_streams
 
 TEST_SECONDS_FILE = Path(__file__).resolve().parent / "test_seconds.json"
 MAX_PARTS = 4                  # checking runs per submission: each holds a checker, a worker, two CUDA contexts
+# A part may run this much past the longest part there must be, to keep a problem's tests together: a
+# problem checked in two parts compiles its kernels in both (the reference split into four parts
+# without it, every problem in two or three: 409 s inside tests, against 261 s whole).
+KIN_SLACK = 0.1
+MIN_PART_SECONDS = 5.0         # a part starts a checker and a worker, with their imports and CUDA contexts
 UNKNOWN_SECONDS = 1.0          # a test function the file does not know (a new test)
+SAFE_CASE = re.compile(r"[^\s:\[\]]+\]")   # a case id pytest takes back as written: "fewer_keys-full-fp32]"
 # How a part's ending weighs in the whole run's status: the worst part decides.
 SEVERITY = {GRADED: 0, CRASHED: 1, TIMEOUT: 2, HARNESS_ERROR: 3}
 
@@ -48,46 +57,86 @@ def unit_of(nodeid: str) -> str:
 def plan(collected_tests, problem_of_check: dict[str, str], seconds: dict[str, float] | None = None,
          max_parts: int = MAX_PARTS) -> list[Part]:
     """The parts for a suite whose collected tests are `collected_tests` ([(nodeid, check)]): [] when
-    there is nothing worth splitting, or nothing to split it by (no test function of it was measured)."""
+    there is nothing worth splitting, or nothing to split it by (no test of it was measured)."""
     seconds = load_test_seconds() if seconds is None else seconds
-    units: dict[str, float] = {}
-    problems: dict[str, list[str]] = {}
+    cases: dict[str, list[str]] = {}              # test function -> its collected nodeids, in order
+    problem_of: dict[str, str] = {}
     for nodeid, check in collected_tests or ():
-        unit = unit_of(nodeid)
-        units.setdefault(unit, seconds.get(unit, UNKNOWN_SECONDS))
-        problems.setdefault(unit, [])
-        problem = problem_of_check.get(check, "other")
-        if problem not in problems[unit]:
-            problems[unit].append(problem)
-    if not any(unit in seconds for unit in units):
+        cases.setdefault(unit_of(nodeid), []).append(nodeid)
+        problem_of[nodeid] = problem_of_check.get(check, "other")
+    if not any(unit in seconds or any(n in seconds for n in nodeids) for unit, nodeids in cases.items()):
         return []
-    # never more parts than units: the total is at most their count times the longest
-    count = min(max_parts, math.ceil(sum(units.values()) / max(units.values()) - 1e-9))
+    took = {nodeid: _seconds_of(nodeid, cases[unit], seconds) for unit in cases for nodeid in cases[unit]}
+    function_seconds = {unit: sum(took[n] for n in nodeids) for unit, nodeids in cases.items()}
+    # the shortest a part can be: no shorter than a function that cannot be split, or than one case
+    floor = max(function_seconds[unit] if not _splittable(nodeids) else max(took[n] for n in nodeids)
+                for unit, nodeids in cases.items())
+    total = sum(function_seconds.values())
+    count = min(max_parts, math.ceil(total / floor - 1e-9), int(total // MIN_PART_SECONDS))
     if count < 2:
         return []
+    # A function that would be longer than its share of a part is split into its cases; the others
+    # stay whole (they keep their compiled kernels and fixtures).
+    share = total / count
+    units: dict[str, tuple[str, ...]] = {}        # unit (a function, or one case of it) -> its nodeids
+    for unit, nodeids in cases.items():
+        if function_seconds[unit] > share and _splittable(nodeids):
+            units.update({nodeid: (nodeid,) for nodeid in nodeids})
+        else:
+            units[unit] = tuple(nodeids)
+    length = {unit: sum(took[n] for n in nodeids) for unit, nodeids in units.items()}
+    problems = {unit: list(dict.fromkeys(problem_of[n] for n in nodeids)) for unit, nodeids in units.items()}
     # Longest first into the emptiest part; but into a part already checking the same problem when it
-    # fits under the longest part there must be anyway: its kernels then compile once, not twice.
-    target = max(sum(units.values()) / count, max(units.values()))
+    # fits under the longest part there must be anyway (give or take KIN_SLACK): its kernels then
+    # compile once, not twice.
+    target = max(share, max(length.values())) * (1 + KIN_SLACK)
     bins: list[list[str]] = [[] for _ in range(count)]
     loads = [0.0] * count
     checking: list[set[str]] = [set() for _ in range(count)]   # the problems each part checks so far
-    for unit in sorted(units, key=lambda u: -units[u]):        # stable: ties keep collection order
-        kin = [i for i in range(count) if loads[i] + units[unit] <= target and checking[i] & set(problems[unit])]
+    for unit in sorted(units, key=lambda u: -length[u]):       # stable: ties keep collection order
+        kin = [i for i in range(count) if loads[i] + length[unit] <= target and checking[i] & set(problems[unit])]
         chosen = min(kin or range(count), key=lambda i: loads[i])
         bins[chosen].append(unit)
-        loads[chosen] += units[unit]
+        loads[chosen] += length[unit]
         checking[chosen] |= set(problems[unit])
-    order = list(units)
+    order = {unit: index for index, unit in enumerate(units)}
     parts = []
-    for index, members in enumerate(bins, 1):
-        members.sort(key=order.index)                            # collection order inside a part
+    for members in filter(None, bins):
+        members.sort(key=order.__getitem__)                      # collection order inside a part
         names = list(dict.fromkeys(p for unit in members for p in problems[unit]))
-        parts.append(Part(f"{index}-{'+'.join(names)}", tuple(members)))
-    return parts
+        parts.append(Part(f"{len(parts) + 1}-{'+'.join(names)}", _whole_functions(members, cases)))
+    return parts if len(parts) > 1 else []
+
+
+def _seconds_of(nodeid: str, siblings: list[str], seconds: dict[str, float]) -> float:
+    """A test's measured seconds; else its function's, spread over its cases; else UNKNOWN_SECONDS."""
+    if nodeid in seconds:
+        return seconds[nodeid]
+    unit = unit_of(nodeid)
+    if unit in seconds:
+        return seconds[unit] / len(siblings)
+    return UNKNOWN_SECONDS
+
+
+def _whole_functions(members: list[str], cases: dict[str, list[str]]) -> tuple[str, ...]:
+    """A part's selection, with a split function whose cases all landed in it named whole again."""
+    selection = []
+    for unit in members:
+        function = unit_of(unit)
+        if unit == function or not set(cases[function]) <= set(members):
+            selection.append(unit)
+        elif function not in selection:
+            selection.append(function)
+    return tuple(selection)
+
+
+def _splittable(nodeids: list[str]) -> bool:
+    """Whether each of a function's cases can be selected on pytest's command line by its nodeid."""
+    return len(nodeids) > 1 and all("[" in n and SAFE_CASE.fullmatch(n.split("[", 1)[1]) for n in nodeids)
 
 
 def load_test_seconds(path: Path | None = None) -> dict[str, float]:
-    """{test function: seconds the reference took}, or {} when the file is missing or unreadable."""
+    """{test, or test function in an older file: seconds the reference took}, or {} when the file is missing or unreadable."""
     path = TEST_SECONDS_FILE if path is None else path
     try:
         data = json.loads(Path(path).read_text())
@@ -97,23 +146,22 @@ def load_test_seconds(path: Path | None = None) -> dict[str, float]:
 
 
 def save_test_seconds(results: list[dict], gpu: str, path: Path | None = None) -> dict[str, float]:
-    """Write the mean seconds per test function over `results` (result.json dicts of graded references),
-    keeping what the file knew of functions these results did not run; returns what was written."""
+    """Write the mean seconds of each test (each case of a parametrized function) over `results`
+    (result.json dicts of references graded whole and alone), keeping what the file knew of the test
+    functions these results did not run; returns what was written."""
     path = TEST_SECONDS_FILE if path is None else path
     totals: dict[str, list[float]] = {}
     for result in results:
-        per_unit: dict[str, float] = {}
         for test in result_tests(result):
-            unit = unit_of(str(test.get("nodeid", "")))
-            per_unit[unit] = per_unit.get(unit, 0.0) + float(test.get("duration") or 0.0)
-        for unit, value in per_unit.items():
-            totals.setdefault(unit, []).append(value)
-    seconds = load_test_seconds(path) | {unit: round(sum(v) / len(v), 2) for unit, v in totals.items()}
-    body = {"about": "seconds each test function of the reference took, graded alone on the GPU below; "
+            totals.setdefault(str(test.get("nodeid", "")), []).append(float(test.get("duration") or 0.0))
+    measured = {nodeid: round(sum(v) / len(v), 2) for nodeid, v in totals.items() if nodeid}
+    ran = {unit_of(nodeid) for nodeid in measured}
+    kept = {key: value for key, value in load_test_seconds(path).items() if unit_of(key) not in ran}
+    body = {"about": "seconds each test of the reference took, graded whole and alone on the GPU below; "
                      "grader.grade.parts splits submissions by it", "gpu": gpu,
-            "seconds": dict(sorted(seconds.items()))}
+            "seconds": dict(sorted((kept | measured).items()))}
     Path(path).write_text(json.dumps(body, indent=1) + "\n")
-    return seconds
+    return kept | measured
 
 
 def combine(labelled: list[tuple[str, Outcome]]) -> Outcome:

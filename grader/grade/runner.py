@@ -148,7 +148,7 @@ def bench_grader(copies: int = 4, jobs: int | None = None, gpus: str | None = No
             environment = results[0].get("environment") or {}
             gpu = str(environment.get("gpu") or environment.get("device") or "cpu")
             written = parts.save_test_seconds(results, gpu)
-            click.echo(f"wrote the seconds of {len(written)} test functions ({gpu}) to {parts.TEST_SECONDS_FILE}")
+            click.echo(f"wrote the seconds of {len(written)} tests ({gpu}) to {parts.TEST_SECONDS_FILE}")
         return 0 if results and all(r["status"] == "graded" for r in results) else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
