@@ -103,6 +103,14 @@ def test_bench_summary_reports_throughput_and_overhead():
     assert "per hour per GPU" not in text        # no GPU: no per-GPU figure
 
 
+def test_bench_summary_reads_no_overhead_off_tests_that_ran_in_parts_at_once():
+    results = [{"status": "graded", "parts": ["1-a", "2-b"],
+                "timing": {"tests_s": 200.0, "child_s": 110.0, "total_s": 111.0}}]
+    text = runner.bench_summary(results, elapsed=111.0)
+    assert "overhead beyond test time: not measured, the tests ran in 2 parts at once" in text
+    assert "-89" not in text                     # 111 s in all less 200 s of tests summed over the parts
+
+
 def test_bench_summary_reports_submissions_per_hour_per_gpu():
     results = [{"status": "graded", "gpu": "0", "per_gpu": 4,
                 "timing": {"tests_s": 2.0, "child_s": 4.0, "total_s": 4.5}}] * 4

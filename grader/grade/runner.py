@@ -162,12 +162,17 @@ def bench_summary(results: list[dict], elapsed: float, gpus: int = 0) -> str:
     child = [r["timing"]["child_s"] for r in results]
     total = [r["timing"]["total_s"] for r in results]
     mean = lambda values: sum(values) / len(values) if values else 0.0  # noqa: E731
+    split = max((len(r.get("parts") or ()) for r in results), default=0)
+    # split, the tests' seconds add up over parts that ran at once: no overhead can be read off them
+    overhead = (f"overhead beyond test time: not measured, the tests ran in {split} parts at once "
+                "(--whole-suite measures it)" if split else
+                f"overhead beyond test time: {mean(total) - mean(tests):.2f} s "
+                f"(grader side {mean(total) - mean(child):.2f} s; pytest start-up, imports and worker "
+                f"{mean(child) - mean(tests):.2f} s)")
     return (f"graded {count} copies of the reference in {elapsed:.1f} s: {per_minute:.2f} submissions/minute\n"
-            f"per submission: {mean(total):.2f} s in all, {mean(child):.2f} s in the checking run, "
-            f"{mean(tests):.2f} s inside tests\n"
-            f"overhead beyond test time: {mean(total) - mean(tests):.2f} s "
-            f"(grader side {mean(total) - mean(child):.2f} s; pytest start-up, imports and worker "
-            f"{mean(child) - mean(tests):.2f} s)\n"
+            f"per submission: {mean(total):.2f} s in all, {mean(child):.2f} s in the checking run "
+            f"({'its slowest part' if split else 'one'}), {mean(tests):.2f} s inside tests\n"
+            f"{overhead}\n"
             f"statuses: {', '.join(sorted({r['status'] for r in results}))}"
             + (f"\nthroughput: {per_hour_per_gpu:.1f} submissions per hour per GPU ({gpus} GPU(s), "
                f"{_per_gpu_of(results)} at once on each)" if per_hour_per_gpu is not None else ""))
