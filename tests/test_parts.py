@@ -85,6 +85,20 @@ def test_cases_pytest_could_not_select_by_nodeid_keep_their_function_whole():
     assert [p.selection for p in plan] == [(_unit("flash_bwd"),), (_unit("matmul_a"),)]
 
 
+def test_each_submission_graded_at_once_gets_a_core_per_part_with_two_cores_spare():
+    assert parts.parts_per_submission(1, cores=16) == parts.MAX_PARTS
+    assert parts.parts_per_submission(4, cores=16) == 3      # 12 compiling, 4 for checkers and timing
+    assert parts.parts_per_submission(5, cores=16) == 2
+    assert parts.parts_per_submission(2, cores=2) == 1       # not split
+
+
+def test_a_batch_with_no_core_to_spare_grades_whole_suites(suite_by_problem, tmp_path, monkeypatch):
+    monkeypatch.setattr(parts, "usable_cores", lambda: 3)
+    _submission(tmp_path / "subs", "good", {"softmax.py": GOOD_SOFTMAX, "matmul.py": GOOD_MATMUL})
+    assert _grade(suite_by_problem, tmp_path / "subs", tmp_path / "out", split=True) == 0
+    assert _scores(tmp_path / "out", "good")[0]["parts"] == []     # two at once on 3 cores: 0 to spare
+
+
 def test_a_suite_nothing_was_measured_of_or_too_short_for_a_second_part_is_not_split():
     assert parts.plan(_collected("matmul_a", "softmax_b"), PROBLEM_OF, {}) == []
     assert parts.plan(_collected("matmul_a"), PROBLEM_OF, {_unit("matmul_a"): 9.0}) == []
@@ -151,6 +165,7 @@ def _measured_suite(root, monkeypatch, seconds):
     _write_suite(root / "suite", by_problem=True)
     (root / "seconds.json").write_text(json.dumps({"seconds": seconds}))
     monkeypatch.setattr(parts, "TEST_SECONDS_FILE", root / "seconds.json")
+    monkeypatch.setattr(parts, "usable_cores", lambda: 16)     # CI has 2: too few to split at all
     return root / "suite"
 
 

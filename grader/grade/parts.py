@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,12 @@ from grader.results import merge_streams
 
 TEST_SECONDS_FILE = Path(__file__).resolve().parent / "test_seconds.json"
 MAX_PARTS = 4                  # checking runs per submission: each holds a checker, a worker, two CUDA contexts
+# Cores kept free of compiles for the checkers and for the run that is timing: a Triton kernel's launch
+# is CPU work, so a perf check timed while every core compiled measured the CPU, not the kernel (H200,
+# 16 cores: four references in 3 parts each peaked at 93% busy, every ratio within the spread alone;
+# in 4 parts, 100%, and one reference's bf16 4096^3 matmul ran 0.29 ms against 0.21 ms in its first
+# round while cuBLAS kept 0.19; five in 4 parts lost 0.35 points that way).
+SPARE_CORES = 2
 # A part may run this much past the longest part there must be, to keep a problem's tests together: a
 # problem checked in two parts compiles its kernels in both (the reference split into four parts
 # without it, every problem in two or three: 409 s inside tests, against 261 s whole).
@@ -47,6 +54,18 @@ SEVERITY = {GRADED: 0, CRASHED: 1, TIMEOUT: 2, HARNESS_ERROR: 3}
 class Part:
     label: str                  # for logs, reasons and its scratch folder: "2-matmul+softmax"
     selection: tuple[str, ...]  # pytest arguments: test functions, "tests_hidden/test_x.py::test_f"
+
+
+def parts_per_submission(at_once: int, cores: int | None = None) -> int:
+    """How many parts each of `at_once` submissions graded side by side may be split into: one core
+    each for its compiles, SPARE_CORES left over, between 1 (not split) and MAX_PARTS."""
+    cores = usable_cores() if cores is None else cores
+    return max(1, min(MAX_PARTS, (cores - SPARE_CORES) // max(1, at_once)))
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (a Slurm task's allocation, not the whole node's)."""
+    return len(os.sched_getaffinity(0))
 
 
 def unit_of(nodeid: str) -> str:

@@ -110,7 +110,7 @@ def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, tim
             click.echo(f"warning: {warning}", err=True)
     slots = gpu_slots(gpu_list, per_gpu or 1) if gpu_list else [None] * (jobs or default_jobs())
     split = bool(gpu_list) if split is None else split
-    workers = len(slots) * (parts.MAX_PARTS if split else 1)      # each part has a worker of its own
+    workers = len(slots) * (parts.parts_per_submission(len(slots)) if split else 1)   # a worker per part
     settings = Settings(Path(submissions), Path(out), suite, slots, bool(gpu_list),
                         float(timeout or DEFAULT_TIMEOUT), tuple(only), force, not no_sandbox,
                         not no_perf, Path(tests_root or REPO_ROOT), Path(points_dir or POINTS_DIR), quiet,
@@ -356,7 +356,8 @@ class Batch:
         self.not_run_here = found.not_run_here
         if self.settings.split:
             problem_of = {check.id: problem.id for problem in self.points.problems for check in problem.checks}
-            self.parts = parts.plan(found.collected_tests, problem_of)
+            self.parts = parts.plan(found.collected_tests, problem_of,
+                                    max_parts=parts.parts_per_submission(len(self.settings.slots)))
         self.batch_maximum = build_result("preflight", self.points, outcome.stream, "graded", "", "", {},
                                           suites=self.suites(), perf=self.settings.perf,
                                           not_run_here=self.not_run_here)["score"]["possible"]
