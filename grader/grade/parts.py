@@ -14,7 +14,8 @@ into the part that has the least so far (or one already checking the same proble
 the seconds the reference's tests took on the grading GPU (`test_seconds.json`, written by
 `grader bench grading --save-test-seconds`; this module owns that file). The split is therefore the
 same for every submission of a grader version, and the number of parts follows from the suite: as
-many as it takes for no part to be longer than its longest unit, at most MAX_PARTS. Split by problem instead, four references at once on the H200 all waited
+many as it takes for no part to be longer than its longest unit, at most MAX_PARTS and at most a core
+each (parts_per_submission). Split by problem instead, four references at once on the H200 all waited
 for their FlashAttention part (387 s, against 216 s for matmul's and at most 116 s for the others').
 """
 
@@ -155,7 +156,8 @@ def _splittable(nodeids: list[str]) -> bool:
 
 
 def load_test_seconds(path: Path | None = None) -> dict[str, float]:
-    """{test, or test function in an older file: seconds the reference took}, or {} when the file is missing or unreadable."""
+    """{test, or test function in an older file: seconds the reference took}, or {} when the file is
+    missing or unreadable."""
     path = TEST_SECONDS_FILE if path is None else path
     try:
         data = json.loads(Path(path).read_text())
