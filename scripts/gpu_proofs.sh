@@ -32,20 +32,22 @@ header() {
   cat "$WORK/machine-$1.txt"
 }
 
-alone() {   # the baseline: one reference, whole suite, nothing beside it (SAVE_SECONDS=1 records its tests' seconds)
-  rm -rf "$WORK/alone"
-  local save=(); [ "${SAVE_SECONDS:-0}" = 1 ] && save=(--save-test-seconds)
+bench_alone() {   # one reference, nothing beside it: $1 its folder under $WORK, then bench grading's options
+  local name=$1; shift
+  rm -rf "$WORK/$name"
   { time timeout "$(left 330)" python -m grader bench grading --copies 1 --gpus 0 --per-gpu 1 --suite hidden \
-      --whole-suite "${save[@]}" --out "$WORK/alone"; } > "$WORK/alone.log" 2>&1
-  tail -n 8 "$WORK/alone.log"
+      "$@" --out "$WORK/$name"; } > "$WORK/$name.log" 2>&1
+  tail -n 8 "$WORK/$name.log"
+}
+
+alone() {   # the baseline: the whole suite in one run (SAVE_SECONDS=1 records its tests' seconds)
+  local save=(); [ "${SAVE_SECONDS:-0}" = 1 ] && save=(--save-test-seconds)
+  bench_alone alone --whole-suite "${save[@]}"
   cp grader/grade/test_seconds.json "$WORK/"
 }
 
-alone_split() {   # one reference alone, its suite split into parts side by side
-  rm -rf "$WORK/alone-split"
-  { time timeout "$(left 330)" python -m grader bench grading --copies 1 --gpus 0 --per-gpu 1 --suite hidden \
-      --out "$WORK/alone-split"; } > "$WORK/alone-split.log" 2>&1
-  tail -n 8 "$WORK/alone-split.log"
+alone_split() {   # its suite split into parts side by side
+  bench_alone alone-split
 }
 
 spread() {

@@ -88,8 +88,9 @@ def plan(collected_tests, problem_of_check: dict[str, str], seconds: dict[str, f
         return []
     took = {nodeid: _seconds_of(nodeid, cases[unit], seconds) for unit in cases for nodeid in cases[unit]}
     function_seconds = {unit: sum(took[n] for n in nodeids) for unit, nodeids in cases.items()}
+    splittable = {unit: _splittable(nodeids) for unit, nodeids in cases.items()}
     # the shortest a part can be: no shorter than a function that cannot be split, or than one case
-    floor = max(function_seconds[unit] if not _splittable(nodeids) else max(took[n] for n in nodeids)
+    floor = max(max(took[n] for n in nodeids) if splittable[unit] else function_seconds[unit]
                 for unit, nodeids in cases.items())
     total = sum(function_seconds.values())
     count = min(max_parts, math.ceil(total / floor - 1e-9), int(total // MIN_PART_SECONDS))
@@ -100,7 +101,7 @@ def plan(collected_tests, problem_of_check: dict[str, str], seconds: dict[str, f
     share = total / count
     units: dict[str, tuple[str, ...]] = {}        # unit (a function, or one case of it) -> its nodeids
     for unit, nodeids in cases.items():
-        if function_seconds[unit] > share and _splittable(nodeids):
+        if function_seconds[unit] > share and splittable[unit]:
             units.update({nodeid: (nodeid,) for nodeid in nodeids})
         else:
             units[unit] = tuple(nodeids)
@@ -140,10 +141,10 @@ def _seconds_of(nodeid: str, siblings: list[str], seconds: dict[str, float]) -> 
 
 def _whole_functions(members: list[str], cases: dict[str, list[str]]) -> tuple[str, ...]:
     """A part's selection, with a split function whose cases all landed in it named whole again."""
-    selection = []
+    selection, present = [], set(members)
     for unit in members:
         function = unit_of(unit)
-        if unit == function or not set(cases[function]) <= set(members):
+        if unit == function or not set(cases[function]) <= present:
             selection.append(unit)
         elif function not in selection:
             selection.append(function)
