@@ -11,7 +11,7 @@
 # Perf warm-ups (compile, autotune) have the GPU alone, lending it out while they compile;
 # GRADER_PERF_WARMUP=shared (exported before the call) runs them beside the other submissions instead.
 #   seconds (~8 min) alone with SAVE_SECONDS=1 (test_seconds.json, copied to $WORK), then alone_split
-# Single steps: alone | alone_split | spread | shared | cheats. Every grade uses the hidden suite (all perf checks
+# Single steps: alone | alone_split | spread | shared | cheats | span | profile (perf checks alone, timed step by step). Every grade uses the hidden suite (all perf checks
 # are there) to keep within the time. part2's throughput line and alone-vs-shared table need part1's
 # $WORK/alone on the same machine; otherwise unpack both tarballs and run
 #   python scripts/gpu_proofs_summary.py alone=part1/alone shared=part2/shared partial=part1/partial
@@ -138,6 +138,14 @@ cheats() {
   tail -n 4 "$WORK/cheats.log"
 }
 
+profile() {   # the reference's perf checks alone in one checking run, each timing step's wall time printed
+  timeout "$(left 240)" env GRADER_TIMING_DEBUG=1 python -m pytest -p grader.plugin -p pytest_timeout tests_hidden \
+    -m perf --impl solutions --isolate --results-json "$WORK/profile.jsonl" -q -s -p no:cacheprovider \
+    > "$WORK/profile.log" 2>&1
+  tail -n 3 "$WORK/profile.log"
+  python scripts/perf_profile_summary.py "$WORK/profile.jsonl" "$WORK/profile.log" | tee "$WORK/profile.txt"
+}
+
 span() {   # the side-stream cheat against the clean softmax, timed by the worker's own function
   timeout "$(left 120)" python scripts/sync_span_check.py 2>&1 | grep -v "^timing " | tail -n 4
 }
@@ -157,6 +165,6 @@ case "${1:-}" in
   part1) header part1; alone; spread; summary; pack part1 ;;
   part2) header part2; span; shared; cheats; summary; pack part2 ;;
   seconds) header seconds; SAVE_SECONDS=1 alone; alone_split; summary; pack seconds ;;
-  alone|alone_split|spread|shared|cheats|span) header "$1"; "$1"; summary; pack "$1" ;;
-  *) echo "usage: $0 part1|part2|seconds|alone|alone_split|spread|shared|cheats|span" >&2; exit 2 ;;
+  alone|alone_split|spread|shared|cheats|span|profile) header "$1"; "$1"; summary; pack "$1" ;;
+  *) echo "usage: $0 part1|part2|seconds|alone|alone_split|spread|shared|cheats|span|profile" >&2; exit 2 ;;
 esac
