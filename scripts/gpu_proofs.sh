@@ -4,7 +4,7 @@
 # whole working folder ends up in $OUT/<subcommand>.tgz (logs and every result.json).
 #   part1  (~7 min)  alone: one reference, --per-gpu 1   -> T1, the reference's ratios alone
 #                    spread: partial graded 3 times at once (--per-gpu 3) -> score and perf spread
-#   part2  (~8 min)  shared: four references at once (COPIES=N for N), --per-gpu 4 -> T4, gain = 4 T1 / T4 (>= 2.5x),
+#   part2  (~8 min)  shared: four references at once (COPIES=N for N, PER_GPU=M at a time), --per-gpu 4 -> T4, gain = 4 T1 / T4 (>= 2.5x),
 #                            ratios with 4 sharing vs alone, 4 more full-mark grades
 #                    cheats: the three timing-cheat gallery entries and the clean reference, perf on
 #                    span: the side-stream cheat's speed-up over the clean softmax (scripts/sync_span_check.py)
@@ -102,12 +102,13 @@ if free_kib:
 EOF
 }
 
-shared() {
+shared() {   # COPIES references (4) graded PER_GPU at a time (all of them) on GPU 0
   local copies=${COPIES:-4}
   rm -rf "$WORK/shared"
   sample_start
-  { time timeout "$(left 560)" python -m grader bench grading --copies "$copies" --gpus 0 --per-gpu "$copies" \
-      --suite hidden --out "$WORK/shared"; } > "$WORK/shared.log" 2>&1
+  date +%s.%N > "$WORK/shared.start"      # result.json mtimes against it: completions over time, even if killed
+  { time timeout "$(left 575)" python -m grader bench grading --copies "$copies" --gpus 0 \
+      --per-gpu "${PER_GPU:-$copies}" --suite hidden --out "$WORK/shared"; } > "$WORK/shared.log" 2>&1
   sample_stop
   tail -n 8 "$WORK/shared.log"
   grep -h "GPU lock:" "$WORK"/shared/*/log.txt   # waited / held alone / lent to compiles, per run
@@ -139,8 +140,8 @@ cheats() {
 }
 
 profile() {   # the reference's perf checks alone in one checking run, each timing step's wall time printed
-  timeout "$(left 240)" env GRADER_TIMING_DEBUG=1 python -m pytest -p grader.plugin -p pytest_timeout tests_hidden \
-    -m perf --impl solutions --isolate --results-json "$WORK/profile.jsonl" -q -s -p no:cacheprovider \
+  timeout "$(left 240)" env GRADER_TIMING_DEBUG=1 PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 \
+    python -m pytest -p grader.plugin -p pytest_timeout tests_hidden -m perf --impl solutions --isolate --results-json "$WORK/profile.jsonl" -q -s -p no:cacheprovider \
     > "$WORK/profile.log" 2>&1
   tail -n 3 "$WORK/profile.log"
   python scripts/perf_profile_summary.py "$WORK/profile.jsonl" "$WORK/profile.log" | tee "$WORK/profile.txt"

@@ -267,6 +267,41 @@ def test_a_split_submission_whose_gpu_ran_out_is_regraded_as_one_whole_run_alone
     assert result["status"] == "graded" and checks["matmul.answer"] == 3 and result["parts"] == []
 
 
+def test_the_next_submissions_part_takes_the_seat_a_quick_part_gives_back(suite_by_problem, tmp_path,
+                                                                          monkeypatch):
+    # One submission at a time on "GPU 0", in two parts: two seats. A part of the other submission starts
+    # once the quick part ends, not only when the slow one does; never more than two runs at once.
+    for student in ("first", "second"):
+        _submission(tmp_path / "subs", student, {"softmax.py": GOOD_SOFTMAX, "matmul.py": GOOD_MATMUL})
+    spans, real_execute, lock = [], runner.Batch.execute, threading.Lock()
+
+    def execute(self, student, scratch, slot, collect_only=False, part=None):
+        if collect_only:
+            return real_execute(self, student, scratch, slot, collect_only=True)
+        start = time.monotonic()
+        outcome = real_execute(self, student, scratch, None, part=part)     # on the CPU: no GPU here
+        if part.label == "1-softmax":
+            time.sleep(3.0)                                                 # the slow part
+        with lock:
+            spans.append((student, part.label, start, time.monotonic()))
+        return outcome
+
+    monkeypatch.setattr(runner.Batch, "execute", execute)
+    monkeypatch.setattr(runner, "gpu_memory_total", lambda: None)
+    assert _grade(suite_by_problem, tmp_path / "subs", tmp_path / "out", gpus="0", per_gpu=1) == 0
+    span = {(student, label): (start, end) for student, label, start, end in spans}
+    runs = {student: (min(span[student, label][0] for label in ("1-softmax", "2-matmul+softmax")),
+                      max(span[student, label][1] for label in ("1-softmax", "2-matmul+softmax")))
+            for student in ("first", "second")}
+    earlier, later = sorted(runs.values())
+    assert later[0] < earlier[1]                     # the submissions overlapped on the one GPU slot
+    for moment in (start for start, _ in span.values()):
+        assert sum(start <= moment < end for start, end in span.values()) <= 2
+    for student in ("first", "second"):
+        result, _ = _scores(tmp_path / "out", student)
+        assert result["status"] == "graded" and result["score"]["earned"] == result["score"]["possible"] > 0
+
+
 def test_bench_grading_saves_the_seconds_only_when_every_copy_was_graded(tmp_path, monkeypatch):
     monkeypatch.setattr(parts, "TEST_SECONDS_FILE", tmp_path / "seconds.json")
     status = {"now": "graded"}

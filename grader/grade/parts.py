@@ -25,7 +25,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.grade.checking_run import Outcome
@@ -55,6 +55,7 @@ SEVERITY = {GRADED: 0, CRASHED: 1, TIMEOUT: 2, HARNESS_ERROR: 3}
 class Part:
     label: str                  # for logs, reasons and its scratch folder: "2-matmul+softmax"
     selection: tuple[str, ...]  # pytest arguments: test functions, "tests_hidden/test_x.py::test_f"
+    seconds: float = field(default=0.0, compare=False)   # what the reference's tests of it took alone
 
 
 def parts_per_submission(at_once: int, cores: int | None = None) -> int:
@@ -122,10 +123,12 @@ def plan(collected_tests, problem_of_check: dict[str, str], seconds: dict[str, f
         checking[chosen] |= set(problems[unit])
     order = {unit: index for index, unit in enumerate(units)}
     parts = []
-    for members in filter(None, bins):
+    for members, load in zip(bins, loads):
+        if not members:
+            continue
         members.sort(key=order.__getitem__)                      # collection order inside a part
         names = list(dict.fromkeys(p for unit in members for p in problems[unit]))
-        parts.append(Part(f"{len(parts) + 1}-{'+'.join(names)}", _whole_functions(members, cases)))
+        parts.append(Part(f"{len(parts) + 1}-{'+'.join(names)}", _whole_functions(members, cases), round(load, 2)))
     return parts if len(parts) > 1 else []
 
 

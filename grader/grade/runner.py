@@ -16,6 +16,8 @@ Nothing here imports torch or Triton (tests/test_runner.py proves it).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -35,7 +37,7 @@ import click
 import grader
 from grader import disposable, gpu_lock, layout, worker
 from grader.errors import BadSubmission, GraderError
-from grader.grade import containment, gpu_sharing, parts, preflight, sandbox, submission
+from grader.grade import containment, gpu_sharing, parts, preflight, sandbox, seats, submission
 from grader.grade.checking_run import (
     CHECKER_LAUNCHER,
     BoundedLog,
@@ -171,7 +173,7 @@ def bench_summary(results: list[dict], elapsed: float, gpus: int = 0) -> str:
                 f"{mean(child) - mean(tests):.2f} s)")
     return (f"graded {count} copies of the reference in {elapsed:.1f} s: {per_minute:.2f} submissions/minute\n"
             f"per submission: {mean(total):.2f} s in all, {mean(child):.2f} s in the checking run "
-            f"({'its slowest part' if split else 'one'}), {mean(tests):.2f} s inside tests\n"
+            f"({'from its first part to its last' if split else 'one'}), {mean(tests):.2f} s inside tests\n"
             f"{overhead}\n"
             f"statuses: {', '.join(sorted({r['status'] for r in results}))}"
             + (f"\nthroughput: {per_hour_per_gpu:.1f} submissions per hour per GPU ({gpus} GPU(s), "
@@ -308,6 +310,7 @@ class Batch:
         self.stopping = threading.Event()        # set on Ctrl-C: runs killed now are not graded
         self.alone_again: list = []              # sources whose GPU memory or time ran out while shared
         self.parts: list[parts.Part] = []        # from the preflight when splitting: [] grades whole suites
+        self.seats: seats.Seats | None = None    # while a split batch runs: the parts at once on each GPU
 
     def run(self) -> int:
         settings = self.settings
@@ -382,13 +385,19 @@ class Batch:
             self.grade_on(again, list(dict.fromkeys(self.settings.slots)), alone=True)
 
     def grade_on(self, sources, slot_list, alone: bool = False):
+        """Grade `sources` on `slot_list`. Split into parts, as many submissions are let in per GPU as it
+        has seats (grader.grade.seats), and each part runs once it has one; whole, one per slot."""
+        split = bool(self.parts) and not alone
+        admitted = seats.admissions(slot_list, len(self.parts)) if split else slot_list
+        self.seats = seats.Seats(seats.counts(slot_list, len(self.parts))) if split else None
         slots: queue.Queue = queue.Queue()
-        for slot in slot_list:
+        for slot in admitted:
             slots.put(slot)
         started = time.perf_counter()
         done, total = 0, len(sources)
-        with ThreadPoolExecutor(max_workers=len(slot_list)) as pool:
-            pending = {pool.submit(self.grade_one, source, slots, alone): source for source in sources}
+        with ThreadPoolExecutor(max_workers=len(admitted)) as pool:
+            pending = {pool.submit(self.grade_one, source, slots, alone, place): source
+                       for place, source in enumerate(sources)}
             try:
                 while pending:
                     finished, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
@@ -407,9 +416,10 @@ class Batch:
                 self.kill_all()
                 raise
 
-    def grade_one(self, source, slots, alone: bool = False) -> str:
+    def grade_one(self, source, slots, alone: bool = False, place: int = 0) -> str:
         """Grade one submission (or reuse its grade); write its outputs; return a progress word.
-        `alone`: no other submission is graded on its GPU meanwhile (the batch's second pass)."""
+        `alone`: no other submission is graded on its GPU meanwhile (the batch's second pass). `place`:
+        its place in the batch, which ranks its parts for the GPU's seats."""
         begin = time.perf_counter()
         scratch = self.scratch_root / "runs" / source.id
         try:
@@ -435,7 +445,7 @@ class Batch:
             return "interrupted"
         used = [] if alone else self.parts      # alone: one whole run, nothing beside it on the GPU
         try:
-            outcome = self.execute_parts(source.id, scratch, slot, used)
+            outcome = self.execute_parts(source.id, scratch, slot, used, place)
         finally:
             slots.put(slot)
         with self.lock:
@@ -480,18 +490,30 @@ class Batch:
 
     # --- one child run ---------------------------------------------------------------------------
 
-    def execute_parts(self, student: str, scratch: Path, slot: str | None, part_list) -> Outcome:
-        """The submission's checking run, or one per part at once on the same slot, combined."""
+    def execute_parts(self, student: str, scratch: Path, slot: str | None, part_list, place: int = 0) -> Outcome:
+        """The submission's checking run, or one per part on the same GPU, combined. Each part waits
+        for a seat of the GPU (when the batch has seats), longest part first."""
         if not part_list:
             return self.execute(student, scratch, slot)
+        longest_first = {part.label: rank for rank, part in enumerate(sorted(part_list, key=lambda p: -p.seconds))}
+        moments: list[float] = []            # each part's start and end: the submission's run spans them
 
         def run(part):
-            folder = scratch / "parts" / part.label
-            shutil.copytree(scratch / "impl", folder / "impl")    # each run sees its own scratch alone
-            return part.label, self.execute(student, folder, slot, part=part)
+            seat = (self.seats.seat(slot, (place, longest_first[part.label]), self.stopping) if self.seats
+                    else contextlib.nullcontext(True))
+            with seat as seated:
+                if not seated:                 # the batch stopped first: nothing ran, nothing to grade
+                    return part.label, Outcome(HARNESS_ERROR, "interrupted before it started", None, 0.0, "", "")
+                folder = scratch / "parts" / part.label
+                shutil.copytree(scratch / "impl", folder / "impl")    # each run sees its own scratch alone
+                start = time.perf_counter()
+                outcome = self.execute(student, folder, slot, part=part)
+                moments.extend((start, start + outcome.duration))
+                return part.label, outcome
 
         with ThreadPoolExecutor(max_workers=len(part_list)) as pool:
-            return parts.combine(list(pool.map(run, part_list)))
+            combined = parts.combine(list(pool.map(run, part_list)))
+        return dataclasses.replace(combined, duration=max(moments) - min(moments)) if moments else combined
 
     def execute(self, student: str, scratch: Path, slot: str | None, collect_only: bool = False,
                 part: parts.Part | None = None) -> Outcome:
