@@ -110,6 +110,14 @@ shared() {   # COPIES references (4) graded PER_GPU at a time (all of them) on G
   { time timeout "$(left 575)" python -m grader bench grading --copies "$copies" --gpus 0 \
       --per-gpu "${PER_GPU:-$copies}" --suite hidden --out "$WORK/shared"; } > "$WORK/shared.log" 2>&1
   sample_stop
+  python - "$WORK" <<'EOF'
+import sys
+from pathlib import Path
+work = Path(sys.argv[1])
+start = float((work / "shared.start").read_text())
+done = sorted(path.stat().st_mtime - start for path in (work / "shared").glob("*/result.json"))
+print("COMPLETIONS (s after the start): " + (", ".join(f"{t:.0f}" for t in done) or "none"))
+EOF
   tail -n 8 "$WORK/shared.log"
   grep -h "GPU lock:" "$WORK"/shared/*/log.txt   # waited / held alone / lent to compiles, per run
   python scripts/gpu_lock_timeline.py "$WORK/shared"   # what each run waited for, from the lock timelines
