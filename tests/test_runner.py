@@ -543,13 +543,15 @@ def test_worker_memory_default_never_goes_below_what_cuda_needs():
 
 def test_per_gpu_repeats_each_gpu_interleaved_and_shares_the_memory_cap(tmp_path, monkeypatch, batch_settings):
     seen = batch_settings
+    monkeypatch.setattr(runner.parts, "usable_cores", lambda: 32)    # 6 at once: 5 cores each, 4 parts
     grade_all(tmp_path, gpus="0,1", per_gpu=3, worker_memory=None)
     settings = seen["settings"]
     assert settings.slots == ["0", "1", "0", "1", "0", "1"] and settings.per_gpu == 3
-    assert settings.split                               # a GPU: each part has a worker of its own
+    assert settings.split and settings.parts_each == runner.parts.MAX_PARTS   # a worker of its own per part
     assert settings.worker_memory_mb == runner.default_worker_memory_mb(6 * runner.parts.MAX_PARTS)
     grade_all(tmp_path, gpus="0,1", per_gpu=3, worker_memory=None, split=False)
     assert seen["settings"].worker_memory_mb == runner.default_worker_memory_mb(6)
+    assert seen["settings"].parts_each == 1
     monkeypatch.setattr(runner, "default_per_gpu", lambda gpus: 2)
     grade_all(tmp_path, gpus="7")
     assert seen["settings"].slots == ["7", "7"]
@@ -567,6 +569,14 @@ def test_default_per_gpu_is_the_least_that_cores_ram_and_gpu_memory_allow(cores,
                                                                           expected):
     gpu_bytes = gpu_gib << 30 if gpu_gib else 0
     assert runner.default_per_gpu(gpus, cores=cores, ram_bytes=ram_gib << 30, gpu_memory_bytes=gpu_bytes) == expected
+
+
+def test_machine_defaults_count_the_cores_this_process_may_use_not_the_nodes(monkeypatch):
+    # a Slurm task given 8 cores of a 128-core node with 4 GPUs
+    monkeypatch.setattr(runner.parts, "usable_cores", lambda: 8)
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 128)
+    assert runner.default_jobs() == 4
+    assert runner.default_per_gpu(4, ram_bytes=2048 << 30, gpu_memory_bytes=141 << 30) == 1
 
 
 def test_gpu_memory_comes_from_nvidia_smi_and_is_none_without_it():

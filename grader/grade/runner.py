@@ -92,6 +92,7 @@ class Settings:
     class_files: bool = True     # False in a Slurm task: only the report job writes them
     per_gpu: int = 1                   # submissions graded at once on each GPU
     split: bool = False                # each submission's problems in checking runs of their own, side by side
+    parts_each: int = 1                # at most this many parts per submission when split (the cores' share)
 
 
 # --- entry points ----------------------------------------------------------------------------------
@@ -112,12 +113,13 @@ def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, tim
             click.echo(f"warning: {warning}", err=True)
     slots = gpu_slots(gpu_list, per_gpu or 1) if gpu_list else [None] * (jobs or default_jobs())
     split = bool(gpu_list) if split is None else split
-    workers = len(slots) * (parts.parts_per_submission(len(slots)) if split else 1)   # a worker per part
+    parts_each = parts.parts_per_submission(len(slots)) if split else 1
+    workers = len(slots) * parts_each                    # a worker per part
     settings = Settings(Path(submissions), Path(out), suite, slots, bool(gpu_list),
                         float(timeout or DEFAULT_TIMEOUT), tuple(only), force, not no_sandbox,
                         not no_perf, Path(tests_root or REPO_ROOT), Path(points_dir or POINTS_DIR), quiet,
                         default_worker_memory_mb(workers) if worker_memory is None else worker_memory,
-                        worker_memory, class_files, per_gpu or 1, split)
+                        worker_memory, class_files, per_gpu or 1, split, parts_each)
     return Batch(settings).run()
 
 
@@ -223,8 +225,9 @@ def default_worker_memory_mb(parallel: int, physical_bytes: int | None = None) -
     return max(MIN_WORKER_MEMORY_MB, int(share))
 
 
-def default_jobs() -> int:
-    return max(1, (os.cpu_count() or 2) // 2)
+def default_jobs(cores: int | None = None) -> int:
+    """Submissions at once on the CPU: one per two of the cores this process may use."""
+    return max(1, (parts.usable_cores() if cores is None else cores) // 2)
 
 
 # What one submission graded with perf checks needs, measured on the H200 (docs/grading-h200.md): two
@@ -243,7 +246,7 @@ def default_per_gpu(gpus: int, cores: int | None = None, ram_bytes: int | None =
                     gpu_memory_bytes: int | None = None) -> int:
     """How many submissions to grade at once on each GPU: what the cores, the RAM and the GPU's memory
     each allow per GPU, whichever is least, between 1 and MAX_DEFAULT_PER_GPU."""
-    cores = (os.cpu_count() or 1) if cores is None else cores
+    cores = parts.usable_cores() if cores is None else cores   # a Slurm task's, not the node's
     if ram_bytes is None:
         ram_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if gpu_memory_bytes is None:
@@ -359,8 +362,7 @@ class Batch:
         self.not_run_here = found.not_run_here
         if self.settings.split:
             problem_of = {check.id: problem.id for problem in self.points.problems for check in problem.checks}
-            self.parts = parts.plan(found.collected_tests, problem_of,
-                                    max_parts=parts.parts_per_submission(len(self.settings.slots)))
+            self.parts = parts.plan(found.collected_tests, problem_of, max_parts=self.settings.parts_each)
         self.batch_maximum = build_result("preflight", self.points, outcome.stream, "graded", "", "", {},
                                           suites=self.suites(), perf=self.settings.perf,
                                           not_run_here=self.not_run_here)["score"]["possible"]
