@@ -1,8 +1,8 @@
 """`grader grade`: every submission checked in its own process tree, in parallel, resumably.
 
 For each submission: stage its allow-listed files (grader.grade.submission), launch the checking pytest run
-(argv from grader.grade.sandbox; on a GPU its parts side by side, grader.grade.parts) in a new session
-with its own scratch, read its results from a pipe only the
+(argv from grader.grade.sandbox; on a GPU its parts, grader.grade.parts, each once it has a seat of the
+GPU, grader.grade.seats) in a new session with its own scratch, read its results from a pipe only the
 checker holds, kill the whole group on the wall-clock budget, score what reported (grader.scoring) and
 write that student's outputs at once. The class files (grades.csv, index.html) are rebuilt from every
 result.json on disk at the end, and on Ctrl-C. A submission never stops the batch: whatever goes wrong
