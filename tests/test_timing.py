@@ -199,6 +199,62 @@ def test_a_malformed_timing_reply_fails_cleanly(clock, forged):
                              environment=lambda: [])
 
 
+class StalledWindowImpl(FakeImpl):
+    """A worker whose host is descheduled for `stall_ms` during each of its first `stalls` windows."""
+
+    def __init__(self, modules, clock, stall_ms, stalls):
+        super().__init__(modules, clock)
+        self.stall_ms, self.stalls, self.windows = stall_ms, stalls, 0
+
+    def run(self, fn, *args):
+        if fn is timing.call_repeatedly:
+            self.windows += 1
+            if self.windows <= self.stalls:
+                self.clock.advance(self.stall_ms)
+        return super().run(fn, *args)
+
+
+def _measure_with_stalled_windows(clock, stalls):
+    impl = StalledWindowImpl(kernel_module(clock, 2.0), clock, stall_ms=200.0, stalls=stalls)
+    result = timing.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
+                                  check=exact_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
+                                  environment=lambda: [])
+    return result, impl.windows
+
+
+def test_a_window_slowed_by_a_stalled_host_is_timed_again_and_the_quickest_pass_kept(clock):
+    # An honest 2 ms kernel whose window host stalled 200 ms (neighbours compiling): 6 ms a call, bound 3.97
+    result, windows = _measure_with_stalled_windows(clock, stalls=1)
+    assert windows == 2 and not result.bound_applied
+    assert result.ratio == pytest.approx(0.5)
+
+
+def test_a_host_stalled_in_every_window_still_bounds_the_claim_after_the_last_pass(clock):
+    result, windows = _measure_with_stalled_windows(clock, stalls=timing.WALL_PASSES)
+    assert windows == timing.WALL_PASSES and result.bound_applied
+    assert result.submission_ms == pytest.approx((6.0 - timing.HOST_ALLOWANCE_MS) / timing.WALL_SLACK)
+
+
+def test_rounds_after_the_first_warm_up_for_less_on_both_sides(clock):
+    warmups = {"submission": [], "baseline": []}
+
+    class RecordingImpl(FakeImpl):
+        def run(self, fn, *args):
+            if fn is timing.time_kernel:
+                warmups["submission"].append(args[2])
+            return super().run(fn, *args)
+
+    def bench(fn, warmup_ms=0, rep_ms=0):
+        warmups["baseline"].append(warmup_ms)
+        return clock_bench(clock)(fn)
+
+    timing.measure_ratio(RecordingImpl(kernel_module(clock, 2.0), clock), "demo.add_one", counter_inputs(),
+                         {"base": baseline(clock, 1.0)}, check=exact_check, bench=bench, clock=clock,
+                         sync=lambda: None, environment=lambda: [], rounds=3, wall_check=False)
+    later = timing.LATER_ROUND_WARMUP_MS
+    assert warmups["submission"] == warmups["baseline"] == [timing.DEFAULT_WARMUP_MS, later, later]
+
+
 def test_a_window_reply_missing_outputs_fails_cleanly(clock):
     impl = ForgingImpl(kernel_module(clock, 2.0), clock,
                        lambda fn, real: real[:1] if fn is timing.call_repeatedly else real)
