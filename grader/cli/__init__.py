@@ -41,10 +41,11 @@ PER_GPU = click.option("--per-gpu", type=click.IntRange(min=1), default=None, me
                        help="Submissions graded at once on each GPU; perf checks' timing still has the GPU "
                             "alone [default: from the cores, RAM and GPU memory, at most 4].")
 SPLIT = click.option("--split/--whole-suite", default=None,
-                     help="Check each submission's suite as up to four checking runs side by side on its GPU, "
-                          "packed by the reference's measured test times, so that its Triton compiles run on "
-                          "several cores; the grade is the same [default: --split with a GPU, --whole-suite "
-                          "on the CPU].")
+                     help="Check each submission's suite as up to four checking runs on its GPU, packed by "
+                          "the reference's measured test times, so that its Triton compiles run on several "
+                          "cores; each run takes one of the GPU's seats (per-gpu x parts), so the next "
+                          "submission's parts start as earlier ones end; the grade is the same [default: "
+                          "--split with a GPU, --whole-suite on the CPU].")
 IMPL = click.option("--impl", "impl_name", default="solutions", show_default=True,
                     help="assignment, solutions, or a path to a submission.")
 
