@@ -202,3 +202,54 @@ def test_a_class_larger_than_slurms_array_limit_is_chunked():
     chunks = slurm.split(students, 1000)
     assert len(chunks) <= 1000 and [s for chunk in chunks for s in chunk] == students
     assert slurm.split(["a", "b"], 1000) == [["a"], ["b"]]
+    assert slurm.split(["a", "b", "c"], 1000, at_least=2) == [["a", "b"], ["c"]]
+
+
+def _submitted_plan(tmp_path, monkeypatch, **options) -> dict:
+    """grade_on_slurm up to sbatch: {"options": the plan's options, "chunks": its chunks}."""
+    seen = {}
+    monkeypatch.setattr(slurm.shutil, "which", lambda command: f"/usr/bin/{command}")
+    monkeypatch.setattr(slurm, "earlier_jobs", lambda folder: [])
+    monkeypatch.setattr(slurm, "wants_gpu", lambda args: True)
+    monkeypatch.setattr(slurm, "submit", lambda out, plan_options, chunks, *rest: seen.update(
+        options=plan_options, chunks=chunks) or SimpleNamespace(array_job="1", report_job="2"))
+    assert slurm.grade_on_slurm(tmp_path / "subs", out=tmp_path / "out", no_wait=True, **options) == 0
+    return seen
+
+
+def test_per_gpu_with_slurm_makes_each_task_grade_that_many_students_at_once(tmp_path, monkeypatch, capsys):
+    for student in ("alice", "bob", "carol"):
+        make_submission(tmp_path / "subs", student, {"softmax.py": GOOD_SOFTMAX})
+    plan = _submitted_plan(tmp_path, monkeypatch, per_gpu=2)
+    assert plan["chunks"] == [["alice", "bob"], ["carol"]] and plan["options"]["per_gpu"] == 2
+    assert "--cpus-per-task" in capsys.readouterr().err          # the cores their compiles need
+    default = _submitted_plan(tmp_path, monkeypatch, quiet=True)
+    assert default["chunks"] == [["alice"], ["bob"], ["carol"]] and default["options"]["per_gpu"] == 1
+
+
+def test_a_task_grades_its_chunk_with_the_plans_per_gpu(monkeypatch):
+    from grader.grade import runner, slurm_task
+
+    seen = {}
+    monkeypatch.setattr(runner, "grade_all", lambda **options: seen.update(options) or 0)
+    monkeypatch.setattr(slurm_task.signal, "signal", lambda *args: None)
+    options = {"submissions": "subs", "out": "out", "per_gpu": 3}
+    assert slurm_task.run_task({"options": options, "chunks": [["a", "b", "c"]]}, 0) == 0
+    assert seen["per_gpu"] == 3 and seen["only"] == ("a", "b", "c") and seen["class_files"] is False
+    older_plan = {"options": {"submissions": "subs", "out": "out"}, "chunks": [["a"]]}
+    assert slurm_task.run_task(older_plan, 0) == 0 and seen["per_gpu"] == 1
+
+
+def test_students_graded_several_to_a_task_get_the_grades_of_a_local_run(cluster, tmp_path):
+    write_suite(tmp_path / "suite")
+    subs = tmp_path / "subs"
+    make_submission(subs, "good", {"softmax.py": GOOD_SOFTMAX, "assignment/matmul.py": GOOD_MATMUL})
+    make_submission(subs, "partial", {"softmax.py": GOOD_SOFTMAX.replace("3 * x", "3 + x")})
+    make_submission(subs, "wrong", {"softmax.py": "def double(x):\n    return x\n"})
+    options = {"tests_root": tmp_path / "suite", "points_dir": tmp_path / "suite" / "points", "timeout": BUDGET,
+               "quiet": True}
+    assert grade_all(subs, out=tmp_path / "local", gpus="", jobs=2, **options) == 0
+    assert slurm.grade_on_slurm(subs, out=tmp_path / "out", poll_s=0.5, per_gpu=2, **options) == 0
+    plan, = (tmp_path / "out" / slurm.PLAN_DIR).glob("plan-*.json")
+    assert json.loads(plan.read_text())["chunks"] == [["good", "partial"], ["wrong"]]
+    assert (tmp_path / "out" / "grades.csv").read_text() == (tmp_path / "local" / "grades.csv").read_text()

@@ -40,6 +40,10 @@ NO_PERF = click.option("--no-perf", is_flag=True, help="Skip the timed performan
 PER_GPU = click.option("--per-gpu", type=click.IntRange(min=1), default=None, metavar="N",
                        help="Submissions graded at once on each GPU; perf checks' timing still has the GPU "
                             "alone [default: from the cores, RAM and GPU memory, at most 4].")
+GRADE_PER_GPU = click.option("--per-gpu", type=click.IntRange(min=1), default=None, metavar="N",
+                             help="Submissions graded at once on each GPU; perf checks' timing still has the "
+                                  "GPU alone [default: from the cores, RAM and GPU memory, at most 4; with "
+                                  "--slurm: 1, and N makes each array task grade N students at once].")
 SPLIT = click.option("--split/--whole-suite", default=None,
                      help="Check each submission's suite as up to four checking runs on its GPU, packed by "
                           "the reference's measured test times, so that its Triton compiles run on several "
@@ -67,13 +71,13 @@ IMPL = click.option("--impl", "impl_name", default="solutions", show_default=Tru
 @click.option("--force", is_flag=True, help="Regrade even when files and suite are unchanged.")
 @click.option("--no-sandbox", is_flag=True, help="Do not run submissions inside bubblewrap.")
 @NO_PERF
-@PER_GPU
+@GRADE_PER_GPU
 @SPLIT
 @click.option("--worker-memory", type=click.IntRange(min=0), default=None, metavar="MB",
               help="Private memory cap of the process running each submission's code [default: half "
                    "the RAM shared over the workers running at once (one per part), at least 8192; 0: no cap].")
 @click.option("--slurm", is_flag=True, help="Grade on a Slurm cluster: one array job, one task per "
-              "submission (checkout, venv and --out on a shared filesystem).")
+              "submission or per --per-gpu N of them (checkout, venv and --out on a shared filesystem).")
 @click.option("--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",
               help="With --slurm: pass ARG to sbatch, e.g. --sbatch-arg=--partition=gpu (repeatable).")
 @click.option("--array-parallelism", type=click.IntRange(min=1), default=None, metavar="P",

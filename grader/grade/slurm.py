@@ -1,11 +1,12 @@
 """`grader grade --slurm`: the class graded as one Slurm array job, then a report job.
 
 The submitting side only: work out which submissions need grading (missing or changed, as a local
-run would), write a plan into OUT/.slurm/, submit one array job (one task per chunk of students, each
-with one GPU when the cluster has GPUs) and a job that writes the class files once the array has
-ended (`--dependency=afterany`), then watch the results land on disk with the local run's progress
-line. What each task runs is grader/grade/slurm_task.py. Slurm does the scheduling; this module only
-calls `sbatch`, `squeue` and `scontrol` (never `sacct`: without slurmdbd it is disabled).
+run would), write a plan into OUT/.slurm/, submit one array job (one task per chunk of students: one,
+or --per-gpu N of them graded at once, each task with one GPU when the cluster has GPUs) and a job
+that writes the class files once the array has ended (`--dependency=afterany`), then watch the
+results land on disk with the local run's progress line. What each task runs is
+grader/grade/slurm_task.py. Slurm does the scheduling; this module only calls `sbatch`, `squeue` and
+`scontrol` (never `sacct`: without slurmdbd it is disabled).
 
 The checkout, the Python environment and OUT must be on a filesystem every node shares.
 """
@@ -39,6 +40,7 @@ GPU_REQUEST = "--gres=gpu:1"
 SETUP_MINUTES = 10                  # a task's time limit beyond its budgets: start-up, checker tree
 # A user argument that already says what GPUs a task gets: then we add no request of our own.
 GPU_OPTIONS = ("--gres", "--gpus", "--gpus-per-task", "--gpus-per-node", "-G")
+CPU_OPTIONS = ("--cpus-per-task", "-c", "--cpus-per-gpu")
 WAITING_STATES = ("PENDING", "CONFIGURING", "REQUEUED", "RESIZING", "SUSPENDED")
 
 
@@ -58,12 +60,16 @@ def grade_on_slurm(submissions, out="reports", suite="all", timeout=None, only=(
                    **local_options) -> int:
     """The `grader grade --slurm` command; returns the exit status. Options of a local run that say
     how to share this machine (--gpus, --jobs, ...) are refused when given: Slurm places the tasks.
-    --split / --whole-suite (`split`) goes to every task: it says how a task uses its own GPU."""
+    --split / --whole-suite (`split`) goes to every task: it says how a task uses its own GPU; so does
+    --per-gpu N (`per_gpu`): each task then grades N students at once on its GPU (default 1)."""
     split_by_problem = local_options.pop("split", None)
+    per_gpu = local_options.pop("per_gpu", None) or 1
     for name, value in local_options.items():
         if value not in (None, False, ()):
             raise GraderError(f"--{name.replace('_', '-')} does not apply with --slurm: Slurm gives each "
                               "task its GPU (pass --sbatch-arg for other resources)")
+    if per_gpu < 1:
+        raise GraderError(f"--per-gpu must be at least 1, got {per_gpu}")
     if array_parallelism is not None and array_parallelism < 1:
         raise GraderError(f"--array-parallelism must be at least 1, got {array_parallelism}")
     if timeout is not None and timeout <= 0:
@@ -77,7 +83,7 @@ def grade_on_slurm(submissions, out="reports", suite="all", timeout=None, only=(
     out = Path(out).resolve()
     options = {"submissions": str(Path(submissions).resolve()), "out": str(out), "suite": suite,
                "timeout": timeout, "force": force, "no_sandbox": no_sandbox, "no_perf": no_perf,
-               "worker_memory": worker_memory, "split": split_by_problem,
+               "worker_memory": worker_memory, "split": split_by_problem, "per_gpu": per_gpu,
                "tests_root": str(Path(tests_root or runner.REPO_ROOT).resolve()),
                "points_dir": str(Path(points_dir or POINTS_DIR).resolve())}
     points = load_points(Path(options["points_dir"]))
@@ -92,7 +98,10 @@ def grade_on_slurm(submissions, out="reports", suite="all", timeout=None, only=(
         say(write_class_files(out, points))
         return 0
     gpu = wants_gpu(sbatch_args)
-    chunks = split(students, MAX_ARRAY_TASKS)
+    chunks = split(students, MAX_ARRAY_TASKS, at_least=per_gpu)
+    if per_gpu > 1 and not any(arg.split("=", 1)[0] in CPU_OPTIONS for arg in sbatch_args):
+        say(f"note: each task grades {per_gpu} submissions at once with the cores Slurm gives it by default "
+            "(often one): --sbatch-arg=--cpus-per-task=C gives it C, which their compiles need")
     before = {student: _stamp(out / student) for student in students}
     class_files_before = _stamp(out, "grades.csv")
     sbatch_args = list(sbatch_args) + time_limit(sbatch_args, timeout or runner.DEFAULT_TIMEOUT,
@@ -154,9 +163,10 @@ def students_to_grade(options: dict, only: tuple[str, ...], say) -> list[str]:
     return stale
 
 
-def split(students: list[str], most: int) -> list[list[str]]:
-    """One chunk per student, or as few students per chunk as keep the array within `most` tasks."""
-    size = -(-len(students) // most)
+def split(students: list[str], most: int, at_least: int = 1) -> list[list[str]]:
+    """Chunks of `at_least` students (the last may be smaller), or as many more per chunk as keep the
+    array within `most` tasks."""
+    size = max(at_least, -(-len(students) // most))
     return [students[start:start + size] for start in range(0, len(students), size)]
 
 

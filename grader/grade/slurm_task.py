@@ -30,8 +30,10 @@ def run_task(plan: dict, index: int) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     print(f"task {index} on node {os.environ.get('SLURMD_NODENAME', '?')}: {' '.join(chunks[index])}",
           flush=True)
-    # One submission at a time on a CPU-only node: the task was given one CPU's worth of the node.
-    return grade_all(**plan["options"], only=tuple(chunks[index]), jobs=1, class_files=False)
+    # One submission at a time on a CPU-only node: the task was given one CPU's worth of the node. On a
+    # GPU, the plan's per_gpu of them at once (--per-gpu with --slurm; an older plan has none: one).
+    options = {"per_gpu": 1, **plan["options"]}
+    return grade_all(**options, only=tuple(chunks[index]), jobs=1, class_files=False)
 
 
 def run_report(plan: dict) -> int:
