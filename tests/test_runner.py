@@ -518,6 +518,22 @@ def test_eta_does_not_count_runs_past_the_mean_as_negative():
     assert runner.estimate_eta([100.0], in_flight=[400.0], queued=0, slots=1) == 0.0
 
 
+def test_eta_shares_the_queue_over_every_submission_in_flight_when_seats_let_more_overlap_than_slots():
+    # One slot, but the GPU's seats hold parts of three submissions (100 s in each), runs of 300 s, three
+    # queued: 3 x 200 s + 3 x 300 s over the three in flight, not over the one slot.
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    now, lines = time.perf_counter(), []
+    batch = SimpleNamespace(lock=threading.Lock(), durations=[300.0], say=lines.append,
+                            settings=SimpleNamespace(slots=["0"]),
+                            running={(name, "1-part"): (None, now - 100.0) for name in ("a", "b", "c")})
+    runner.Batch.progress(batch, 1, 7, "z", "graded 1/1", now)
+    minutes, seconds = re.search(r"ETA (\d+)m(\d+)s$", lines[-1]).groups()
+    assert 495 <= 60 * int(minutes) + int(seconds) <= 500, lines      # over one slot it would be 1500 s
+
+
 # --- worker memory cap --------------------------------------------------------------------------------
 
 

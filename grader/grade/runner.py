@@ -676,7 +676,8 @@ class Batch:
         running = ", ".join(sorted(launched)) or "-"
         in_flight = [now - since for since in launched.values()]
         queued = total - done - len(in_flight)
-        eta = estimate_eta(durations, in_flight, queued, len(self.settings.slots))
+        # with seats more submissions overlap than there are slots: the queue is shared over all of them
+        eta = estimate_eta(durations, in_flight, queued, max(len(self.settings.slots), len(in_flight)))
         eta_text = _clock(eta) if eta is not None else "?"
         self.say(f"[{done}/{total}] {student}: {word} | running: {running} | ETA {eta_text}")
 
