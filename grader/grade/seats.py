@@ -2,7 +2,8 @@
 
 A submission split into parts (grader.grade.parts) used to hold its GPU slot until its slowest part
 ended, while the seats of its quicker parts stood empty: on the H200, four references in three parts
-each kept 12 runs going for the first ~250 s of a batch and 4 for the last ~80 s. Here each part takes
+each kept 12 runs going for the first ~150 s of a batch, 8 until ~230 s and 4 for the last ~110 s
+(parts of 146-163, 192-230 and 321-343 s). Here each part takes
 a seat of the GPU for as long as it runs, and a part of the next submission takes it when it is given
 back, so a GPU with work queued keeps every seat busy. A seat goes to the earliest submission's part
 that waits for one, longest part first, so few submissions are in flight at once.
