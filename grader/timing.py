@@ -471,6 +471,7 @@ class WallWindow:
     input_sets: int
     wall_ms: float
     bound_ms: float | None             # lower bound put on the graded time; None when inconclusive
+    passes: int = 1                    # windows timed (WALL_PASSES at most); this is the quickest
 
     @property
     def conclusive(self) -> bool:
@@ -534,7 +535,7 @@ class PerfResult:
         if self.window is not None:
             measured["wall_window"] = {"calls": self.window.calls, "input_sets": self.window.input_sets,
                                        "wall_ms": round(self.window.wall_ms, 3),
-                                       "bound_ms": self.window.bound_ms}
+                                       "bound_ms": self.window.bound_ms, "passes": self.window.passes}
         if self.tflops is not None:
             measured["tflops"] = round(self.tflops, 2)
         if self.gbs is not None:
@@ -720,12 +721,13 @@ def wall_window(impl, target, make_inputs, claimed_ms, check, clock, sync, audit
     the claim and the window was short, and keep the quickest pass; see the module docstring for what it
     proves. The outputs' checks go to `audits`, to run after the GPU is given back."""
     best = None
-    for _ in range(WALL_PASSES):
+    for passes in range(1, WALL_PASSES + 1):
         window = _window_pass(impl, target, make_inputs, claimed_ms, check, clock, sync, audits)
         if best is None or window.wall_ms / window.calls < best.wall_ms / best.calls:
             best = window
         if not best.conclusive or best.bound_ms <= claimed_ms or window.wall_ms >= WALL_REPEAT_BELOW_MS:
             break
+    best.passes = passes
     return best
 
 

@@ -227,6 +227,7 @@ def test_a_window_slowed_by_a_stalled_host_is_timed_again_and_the_quickest_pass_
     result, windows = _measure_with_stalled_windows(clock, stalls=1)
     assert windows == 2 and not result.bound_applied
     assert result.ratio == pytest.approx(0.5)
+    assert result.as_record()["measured"]["wall_window"]["passes"] == 2      # said for staff
 
 
 def test_a_host_stalled_in_every_window_still_bounds_the_claim_after_the_last_pass(clock):
