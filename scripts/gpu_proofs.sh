@@ -4,16 +4,18 @@
 # whole working folder ends up in $OUT/<subcommand>.tgz (logs and every result.json).
 #   part1  (~7 min)  alone: one reference, --per-gpu 1   -> T1, the reference's ratios alone
 #                    spread: partial graded 3 times at once (--per-gpu 3) -> score and perf spread
-#   part2  (~8 min)  shared: four references at once (COPIES=N for N, PER_GPU=M at a time), --per-gpu 4 -> T4, gain = 4 T1 / T4 (>= 2.5x),
+#   part2  (~8 min)  shared: four references at once (COPIES=N for N, PER_GPU=M at a time), --per-gpu 4
+#                            -> T4, gain = 4 T1 / T4 (>= 2.5x),
 #                            ratios with 4 sharing vs alone, 4 more full-mark grades
 #                    cheats: the three timing-cheat gallery entries and the clean reference, perf on
 #                    span: the side-stream cheat's speed-up over the clean softmax (scripts/sync_span_check.py)
 # Perf warm-ups (compile, autotune) have the GPU alone, lending it out while they compile;
 # GRADER_PERF_WARMUP=shared (exported before the call) runs them beside the other submissions instead.
 #   seconds (~8 min) alone with SAVE_SECONDS=1 (test_seconds.json, copied to $WORK), then alone_split
-# Single steps: alone | alone_split | spread | shared | cheats | span | profile (perf checks alone, timed step by step). Every grade uses the hidden suite (all perf checks
-# are there) to keep within the time. part2's throughput line and alone-vs-shared table need part1's
-# $WORK/alone on the same machine; otherwise unpack both tarballs and run
+# Single steps: alone | alone_split | spread | shared | cheats | span | profile (the perf checks alone, timed
+# step by step). Every grade uses the hidden suite (all perf checks are there) to keep within the time.
+# part2's throughput line and alone-vs-shared table need part1's $WORK/alone on the same machine;
+# otherwise unpack both tarballs and run
 #   python scripts/gpu_proofs_summary.py alone=part1/alone shared=part2/shared partial=part1/partial
 # Run as: OUT=... bash scripts/gpu_proofs.sh part1   (then part2), each one device call.
 set -u
@@ -102,7 +104,7 @@ if free_kib:
 EOF
 }
 
-shared() {   # COPIES references (4) graded PER_GPU at a time (all of them) on GPU 0
+shared() {   # COPIES references (default 4) on GPU 0, PER_GPU of them at once (default: all)
   local copies=${COPIES:-4}
   rm -rf "$WORK/shared"
   sample_start
@@ -149,8 +151,8 @@ cheats() {
 
 profile() {   # the reference's perf checks alone in one checking run, each timing step's wall time printed
   timeout "$(left 240)" env GRADER_TIMING_DEBUG=1 PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 \
-    python -m pytest -p grader.plugin -p pytest_timeout tests_hidden -m perf --impl solutions --isolate --results-json "$WORK/profile.jsonl" -q -s -p no:cacheprovider \
-    > "$WORK/profile.log" 2>&1
+    python -m pytest -p grader.plugin -p pytest_timeout tests_hidden -m perf --impl solutions --isolate \
+    --results-json "$WORK/profile.jsonl" -q -s -p no:cacheprovider > "$WORK/profile.log" 2>&1
   tail -n 3 "$WORK/profile.log"
   python scripts/perf_profile_summary.py "$WORK/profile.jsonl" "$WORK/profile.log" | tee "$WORK/profile.txt"
 }
