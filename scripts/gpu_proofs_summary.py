@@ -42,9 +42,22 @@ def perf_tests(result: dict) -> dict[str, tuple[float, bool, str, float | None]]
     return found
 
 
+def round_split(rounds: list[dict]) -> dict[str, float]:
+    """Seconds of a perf record's rounds (`measured.rounds`) spent timing the submission, the baselines,
+    pausing the worker, and on the rest (fresh inputs and their transport)."""
+    split = {"submission": 0.0, "baselines": 0.0, "pause": 0.0, "other": 0.0}
+    for entry in rounds:
+        if "round_ms" in entry:
+            split["submission"] += entry["wall_ms"] / 1e3
+            split["baselines"] += (entry["baselines_wall_ms"] - entry["pause_ms"]) / 1e3
+            split["pause"] += entry["pause_ms"] / 1e3
+            split["other"] += (entry["round_ms"] - entry["wall_ms"] - entry["baselines_wall_ms"]) / 1e3
+    return split
+
+
 def alone_by_phase(result: dict) -> str:
     """Where the perf checks' time alone on the GPU went, summed over the checks, and how many rounds."""
-    totals, rounds, split = {}, 0, {"submission": 0.0, "baselines": 0.0, "pause": 0.0, "other": 0.0}
+    totals, rounds, split = {}, 0, dict.fromkeys(("submission", "baselines", "pause", "other"), 0.0)
     short_of_memory = 0
     for _, _, perf in perf_records(result):
         measured = perf.get("measured") or {}
@@ -52,12 +65,8 @@ def alone_by_phase(result: dict) -> str:
         short_of_memory += bool(measured.get("alloc_retries"))
         for phase, seconds in (measured.get("gpu_alone_phases_s") or {}).items():
             totals[phase] = totals.get(phase, 0.0) + seconds
-        for entry in measured.get("rounds") or []:
-            if "round_ms" in entry:
-                split["submission"] += entry["wall_ms"] / 1e3
-                split["baselines"] += (entry["baselines_wall_ms"] - entry["pause_ms"]) / 1e3
-                split["pause"] += entry["pause_ms"] / 1e3
-                split["other"] += (entry["round_ms"] - entry["wall_ms"] - entry["baselines_wall_ms"]) / 1e3
+        for part, seconds in round_split(measured.get("rounds") or []).items():
+            split[part] += seconds
     parts = ", ".join(f"{phase} {seconds:.1f}" for phase, seconds in totals.items())
     inside = ", ".join(f"{part} {seconds:.1f}" for part, seconds in split.items())
     return (f"alone by phase (s): {parts or '-'}; {rounds} rounds ({inside}); "

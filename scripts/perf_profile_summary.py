@@ -13,6 +13,8 @@ import re
 import sys
 from pathlib import Path
 
+from gpu_proofs_summary import round_split  # scripts/ is on the path when this file runs
+
 from grader.results import read_stream
 
 STEP = re.compile(r"wall ms: clone ([\d.]+), first call ([\d.]+), bench ([\d.]+), sync span ([\d.]+)")
@@ -32,25 +34,23 @@ def main(arguments: list[str]) -> int:
     if read.results is None:
         print("no results header in the stream", file=sys.stderr)
         return 1
-    totals = dict.fromkeys(("test", "rounds_in", "submission", "baselines", "other", "window"), 0.0)
+    totals = dict.fromkeys(("test", "rounds_in", "submission", "baselines", "pause", "other", "window"), 0.0)
     rounds_in_all = 0
     for record in read.results.tests:
         measured = (record.perf or {}).get("measured") or {}
         rounds = measured.get("rounds") or []
         if not rounds:
             continue
-        submission = sum(r["wall_ms"] for r in rounds) / 1e3
-        baselines = sum(r["baselines_wall_ms"] for r in rounds) / 1e3
-        inside = sum(r["round_ms"] for r in rounds) / 1e3
+        split = round_split(rounds)
+        inside = sum(split.values())
         window = (measured.get("wall_window") or {}).get("wall_ms", 0.0) / 1e3
-        for name, value in (("test", record.duration), ("rounds_in", inside), ("submission", submission),
-                            ("baselines", baselines), ("other", inside - submission - baselines),
-                            ("window", window)):
+        for name, value in {"test": record.duration, "rounds_in": inside, **split, "window": window}.items():
             totals[name] += value
         rounds_in_all += len(rounds)
         print(f"{record.nodeid.split('::', 1)[-1]:70s} test {record.duration:6.2f} s, {len(rounds)} rounds "
-              f"{inside:5.2f} s (kernel {submission:5.2f}, baselines {baselines:5.2f}, other "
-              f"{inside - submission - baselines:4.2f}), window {window:4.2f}, claim {measured.get('claimed_ms')} ms")
+              f"{inside:5.2f} s (kernel {split['submission']:5.2f}, baselines {split['baselines']:5.2f}, pause "
+              f"{split['pause']:4.2f}, other {split['other']:4.2f}), window {window:4.2f}, "
+              f"claim {measured.get('claimed_ms')} ms")
     print("TOTAL " + ", ".join(f"{name} {value:.1f} s" for name, value in totals.items()) + f"; {rounds_in_all} rounds")
     if steps:
         sums = [sum(step[i] for step in steps) / 1e3 for i in range(4)]
