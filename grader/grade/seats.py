@@ -11,6 +11,7 @@ that waits for one, longest part first, so few submissions are in flight at once
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 
@@ -66,8 +67,6 @@ def admissions(slots: list, parts_each: int) -> list:
 
 
 def counts(slots: list, parts_each: int) -> dict:
-    """Seats per GPU: its slots (submissions at once, --per-gpu) times the parts of each."""
-    found: dict = {}
-    for slot in slots:
-        found[slot] = found.get(slot, 0) + max(1, parts_each)
-    return found
+    """Seats per GPU: its slots (submissions at once, --per-gpu) times the parts of each, which is what
+    it admits."""
+    return dict(collections.Counter(admissions(slots, parts_each)))
