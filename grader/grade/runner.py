@@ -225,9 +225,9 @@ def default_worker_memory_mb(parallel: int, physical_bytes: int | None = None) -
     return max(MIN_WORKER_MEMORY_MB, int(share))
 
 
-def default_jobs(cores: int | None = None) -> int:
+def default_jobs() -> int:
     """Submissions at once on the CPU: one per two of the cores this process may use."""
-    return max(1, (parts.usable_cores() if cores is None else cores) // 2)
+    return max(1, parts.usable_cores() // 2)
 
 
 # What one submission graded with perf checks needs, measured on the H200 (docs/grading-h200.md): two
