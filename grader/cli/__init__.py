@@ -37,13 +37,17 @@ SUITE = click.option("--suite", type=click.Choice(["public", "hidden", "all"]), 
                      help="Which suites each submission is graded with.")
 GPUS = click.option("--gpus", default=None, help="Comma-separated GPU indices (default: all visible).")
 NO_PERF = click.option("--no-perf", is_flag=True, help="Skip the timed performance checks.")
-PER_GPU = click.option("--per-gpu", type=click.IntRange(min=1), default=None, metavar="N",
-                       help="Submissions graded at once on each GPU; perf checks' timing still has the GPU "
-                            "alone [default: from the cores, RAM and GPU memory, at most 4].")
-GRADE_PER_GPU = click.option("--per-gpu", type=click.IntRange(min=1), default=None, metavar="N",
-                             help="Submissions graded at once on each GPU; perf checks' timing still has the "
-                                  "GPU alone [default: from the cores, RAM and GPU memory, at most 4; with "
-                                  "--slurm: 1, and N makes each array task grade N students at once].")
+
+
+def per_gpu_option(more_default: str = ""):
+    """--per-gpu, for `grade` and `bench grading` alike; `grade`'s says what it means with --slurm."""
+    return click.option("--per-gpu", type=click.IntRange(min=1), default=None, metavar="N",
+                        help="Submissions graded at once on each GPU; perf checks' timing still has the GPU "
+                             f"alone [default: from the cores, RAM and GPU memory, at most 4{more_default}].")
+
+
+PER_GPU = per_gpu_option()
+GRADE_PER_GPU = per_gpu_option("; with --slurm: 1, and N makes each array task grade N students at once")
 SPLIT = click.option("--split/--whole-suite", default=None,
                      help="Check each submission's suite as up to four checking runs on its GPU, packed by "
                           "the reference's measured test times, so that its Triton compiles run on several "
