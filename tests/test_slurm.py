@@ -225,6 +225,8 @@ def test_per_gpu_with_slurm_makes_each_task_grade_that_many_students_at_once(tmp
     assert "--cpus-per-task" in capsys.readouterr().err          # the cores their compiles need
     default = _submitted_plan(tmp_path, monkeypatch, quiet=True)
     assert default["chunks"] == [["alice"], ["bob"], ["carol"]] and default["options"]["per_gpu"] == 1
+    with pytest.raises(GraderError, match="--per-gpu must be at least 1, got 0"):
+        _submitted_plan(tmp_path, monkeypatch, per_gpu=0)
 
 
 def test_a_task_grades_its_chunk_with_the_plans_per_gpu(monkeypatch):

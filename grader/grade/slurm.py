@@ -63,7 +63,8 @@ def grade_on_slurm(submissions, out="reports", suite="all", timeout=None, only=(
     --split / --whole-suite (`split`) goes to every task: it says how a task uses its own GPU; so does
     --per-gpu N (`per_gpu`): each task then grades N students at once on its GPU (default 1)."""
     split_by_problem = local_options.pop("split", None)
-    per_gpu = local_options.pop("per_gpu", None) or 1
+    per_gpu = local_options.pop("per_gpu", None)
+    per_gpu = 1 if per_gpu is None else per_gpu
     for name, value in local_options.items():
         if value not in (None, False, ()):
             raise GraderError(f"--{name.replace('_', '-')} does not apply with --slurm: Slurm gives each "
