@@ -8,8 +8,11 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from fake_suite import GOOD_MATMUL, GOOD_SOFTMAX
@@ -521,10 +524,6 @@ def test_eta_does_not_count_runs_past_the_mean_as_negative():
 def test_eta_shares_the_queue_over_every_submission_in_flight_when_seats_let_more_overlap_than_slots():
     # One slot, but the GPU's seats hold parts of three submissions (100 s in each), runs of 300 s, three
     # queued: 3 x 200 s + 3 x 300 s over the three in flight, not over the one slot.
-    import threading
-    import time
-    from types import SimpleNamespace
-
     now, lines = time.perf_counter(), []
     batch = SimpleNamespace(lock=threading.Lock(), durations=[300.0], say=lines.append,
                             settings=SimpleNamespace(slots=["0"]),
