@@ -1,5 +1,6 @@
-"""A GPU's seats for checking runs: a seat goes to the best-ranked part waiting for it, never more runs
-at once than seats, and a stopping batch lets its waiting parts go without one."""
+"""A GPU's seats for checking runs: a seat goes to the best-ranked part waiting for it (the longest once
+every submission is in), never more runs at once than seats, and a stopping batch lets its waiting
+parts go without one."""
 
 import threading
 import time
@@ -8,7 +9,7 @@ from grader.grade import seats
 
 
 def test_a_freed_seat_goes_to_the_best_ranked_waiting_part_not_the_first_to_ask():
-    gpu = seats.Seats({"0": 1})
+    gpu = seats.Seats({"0": 1}, settle_s=0)
     order = []
 
     def part(rank):
@@ -27,8 +28,52 @@ def test_a_freed_seat_goes_to_the_best_ranked_waiting_part_not_the_first_to_ask(
     assert order == [(1, 0), (1, 1), (2, 0)]
 
 
+def _order_of_seating(gpu, ranks, before=lambda: None):
+    """The order in which parts asking with `ranks` (in that order, while the one seat is taken) get it."""
+    order = []
+
+    def part(rank):
+        with gpu.seat("0", rank) as seated:
+            assert seated
+            order.append(rank)
+
+    with gpu.seat("0", (0, 0)):
+        threads = []
+        for rank in ranks:
+            threads.append(threading.Thread(target=part, args=(rank,)))
+            threads[-1].start()
+            time.sleep(0.05)
+        before()
+    for thread in threads:
+        thread.join(timeout=10)
+    return order
+
+
+def test_once_every_submission_is_in_a_freed_seat_goes_to_the_longest_waiting_part_of_any():
+    gpu = seats.Seats({"0": 1}, settle_s=0)
+    # (place, part's place longest first): submission 1's short part waits beside submission 2's long one
+    assert _order_of_seating(gpu, [(1, 1), (2, 0), (2, 1)], before=gpu.everyone_in) == [(2, 0), (1, 1), (2, 1)]
+
+
+def test_the_first_seats_go_to_the_best_ranked_of_the_parts_that_asked_while_the_batch_settled():
+    gpu, order = seats.Seats({"0": 1}, settle_s=0.5), []
+
+    def part(rank):
+        with gpu.seat("0", rank):
+            order.append(rank)
+
+    threads = []
+    for rank in [(3, 0), (1, 0)]:                        # the later submission's part asks first
+        threads.append(threading.Thread(target=part, args=(rank,)))
+        threads[-1].start()
+        time.sleep(0.1)
+    for thread in threads:
+        thread.join(timeout=10)
+    assert order == [(1, 0), (3, 0)]
+
+
 def test_never_more_runs_at_once_than_the_gpu_has_seats():
-    gpu, lock = seats.Seats({"0": 2, "1": 1}), threading.Lock()
+    gpu, lock = seats.Seats({"0": 2, "1": 1}, settle_s=0), threading.Lock()
     inside, most = {"0": 0, "1": 0}, {"0": 0, "1": 0}
 
     def part(name, rank):
@@ -50,7 +95,7 @@ def test_never_more_runs_at_once_than_the_gpu_has_seats():
 
 
 def test_a_part_still_waiting_when_the_batch_stops_goes_without_a_seat():
-    gpu, stopping, got = seats.Seats({"0": 1}), threading.Event(), []
+    gpu, stopping, got = seats.Seats({"0": 1}, settle_s=0), threading.Event(), []
     with gpu.seat("0", (0, 0)):
         waiter = threading.Thread(target=lambda: got.append(gpu.seat("0", (1, 0), stopping).__enter__()))
         waiter.start()
