@@ -104,14 +104,16 @@ if free_kib:
 EOF
 }
 
-shared() {   # COPIES references (default 4) on GPU 0, PER_GPU of them at once (default: all)
-  local copies=${COPIES:-4}
+shared() {   # COPIES references (default 4) on GPU 0, PER_GPU of them at once (default: all); SAVE_SECONDS=1
+  local copies=${COPIES:-4}   # also records their tests' seconds (test_seconds.json, copied to $WORK)
+  local save=(); [ "${SAVE_SECONDS:-0}" = 1 ] && save=(--save-test-seconds)
   rm -rf "$WORK/shared"
   sample_start
   date +%s.%N > "$WORK/shared.start"      # result.json mtimes against it: completions over time, even if killed
   { time timeout "$(left 575)" python -m grader bench grading --copies "$copies" --gpus 0 \
-      --per-gpu "${PER_GPU:-$copies}" --suite hidden --out "$WORK/shared"; } > "$WORK/shared.log" 2>&1
+      --per-gpu "${PER_GPU:-$copies}" --suite hidden "${save[@]}" --out "$WORK/shared"; } > "$WORK/shared.log" 2>&1
   sample_stop
+  cp grader/grade/test_seconds.json "$WORK/"
   python - "$WORK" <<'EOF'
 import sys
 from pathlib import Path

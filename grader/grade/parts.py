@@ -11,8 +11,12 @@ and its fixtures), unless the function alone is longer than a part's share of th
 its cases is a unit (FlashAttention's backward on ragged shapes, 30 cases, took 119 of the reference's
 265 s alone, and as one unit its part was every shared batch's last). Units are packed longest first
 into the part that has the least so far (or one already checking the same problem, where it fits), by
-the seconds the reference's tests took on the grading GPU (`test_seconds.json`, written by
-`grader bench grading --save-test-seconds`; this module owns that file). The split is therefore the
+the seconds the reference's tests took on the grading GPU while a class's worth of them shared it
+(`test_seconds.json`, written by `grader bench grading --copies 8 --per-gpu 4 --save-test-seconds`;
+this module owns that file). Seconds alone mislead: a test that calls into the worker often waits at
+every call while a neighbour times alone, so on the H200 the part of matmul's and accounting's tests
+took 71 s alone and 257-286 s shared, its neighbours 95 s alone and 141-213 s shared; packed by the
+shared seconds, the same tests come to 166-234 s a part. The split is therefore the
 same for every submission of a grader version, and the number of parts follows from the suite: as
 many as it takes for no part to be longer than its longest unit, at most MAX_PARTS and at most a core
 each (parts_per_submission). Split by problem instead, four references at once on the H200 all waited
@@ -55,7 +59,7 @@ SEVERITY = {GRADED: 0, CRASHED: 1, TIMEOUT: 2, HARNESS_ERROR: 3}
 class Part:
     label: str                  # for logs, reasons and its scratch folder: "2-matmul+softmax"
     selection: tuple[str, ...]  # pytest arguments: test functions, "tests_hidden/test_x.py::test_f"
-    seconds: float = field(default=0.0, compare=False)   # what the reference's tests of it took alone
+    seconds: float = field(default=0.0, compare=False)   # what the reference's tests of it took (the file)
 
 
 def parts_per_submission(at_once: int, cores: int | None = None) -> int:
@@ -172,8 +176,9 @@ def load_test_seconds(path: Path | None = None) -> dict[str, float]:
 
 def save_test_seconds(results: list[dict], gpu: str, path: Path | None = None) -> dict[str, float]:
     """Write the mean seconds of each test (each case of a parametrized function) over `results`
-    (result.json dicts of references graded whole and alone), keeping what the file knew of the test
-    functions these results did not run; returns what was written."""
+    (result.json dicts of references graded side by side as a class is), keeping what the file knew of
+    the test functions these results did not run; returns what was written. The file says how the
+    references were graded: how many, at how many per GPU, in how many parts."""
     path = TEST_SECONDS_FILE if path is None else path
     totals: dict[str, list[float]] = {}
     for result in results:
@@ -182,8 +187,10 @@ def save_test_seconds(results: list[dict], gpu: str, path: Path | None = None) -
     measured = {nodeid: round(sum(v) / len(v), 2) for nodeid, v in totals.items() if nodeid}
     ran = {unit_of(nodeid) for nodeid in measured}
     kept = {key: value for key, value in load_test_seconds(path).items() if unit_of(key) not in ran}
-    body = {"about": "seconds each test of the reference took, graded whole and alone on the GPU below; "
-                     "grader.grade.parts splits submissions by it", "gpu": gpu,
+    graded = {"references": len(results), "per_gpu": max((int(r.get("per_gpu") or 1) for r in results), default=1),
+              "parts": max((len(r.get("parts") or ()) for r in results), default=0)}
+    body = {"about": "seconds each test of the reference took on the GPU below, graded as `graded` says; "
+                     "grader.grade.parts splits submissions by it", "gpu": gpu, "graded": graded,
             "seconds": dict(sorted((kept | measured).items()))}
     Path(path).write_text(json.dumps(body, indent=1) + "\n")
     return kept | measured
