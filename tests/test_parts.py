@@ -303,30 +303,6 @@ def test_the_next_submissions_part_takes_the_seat_a_quick_part_gives_back(suite_
         assert result["status"] == "graded" and result["score"]["earned"] == result["score"]["possible"] > 0
 
 
-def test_when_every_submission_is_in_at_once_the_longest_parts_of_all_of_them_start_first(suite_by_problem,
-                                                                                         tmp_path, monkeypatch):
-    # Two submissions on "GPU 0" in two parts: four parts for two seats, every submission let in at the
-    # start. Both longest parts (1-softmax, 6 s measured) take the seats, not the first submission's two.
-    for student in ("first", "second"):
-        _submission(tmp_path / "subs", student, {"softmax.py": GOOD_SOFTMAX, "matmul.py": GOOD_MATMUL})
-    starts, real_execute, lock = [], runner.Batch.execute, threading.Lock()
-
-    def execute(self, student, scratch, slot, collect_only=False, part=None):
-        if collect_only:
-            return real_execute(self, student, scratch, slot, collect_only=True)
-        with lock:
-            starts.append((time.monotonic(), student, part.label))
-        return real_execute(self, student, scratch, None, part=part)     # on the CPU: no GPU here
-
-    monkeypatch.setattr(runner.Batch, "execute", execute)
-    monkeypatch.setattr(runner, "gpu_memory_total", lambda: None)
-    monkeypatch.setattr(parts, "usable_cores", lambda: 4)      # one submission at a time, two parts: two seats
-    assert _grade(suite_by_problem, tmp_path / "subs", tmp_path / "out", gpus="0", per_gpu=1) == 0
-    first_two = sorted(starts)[:2]
-    assert sorted((student, label) for _, student, label in first_two) == [("first", "1-softmax"),
-                                                                          ("second", "1-softmax")]
-
-
 def test_bench_grading_saves_the_seconds_only_when_every_copy_was_graded(tmp_path, monkeypatch):
     monkeypatch.setattr(parts, "TEST_SECONDS_FILE", tmp_path / "seconds.json")
     status = {"now": "graded"}

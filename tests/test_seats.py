@@ -1,6 +1,5 @@
-"""A GPU's seats for checking runs: a seat goes to the best-ranked part waiting for it (the longest once
-every submission is in), never more runs at once than seats, and a stopping batch lets its waiting
-parts go without one."""
+"""A GPU's seats for checking runs: a seat goes to the best-ranked part waiting for it, never more runs
+at once than seats, and a stopping batch lets its waiting parts go without one."""
 
 import threading
 import time
@@ -26,33 +25,6 @@ def test_a_freed_seat_goes_to_the_best_ranked_waiting_part_not_the_first_to_ask(
     for thread in threads:
         thread.join(timeout=10)
     assert order == [(1, 0), (1, 1), (2, 0)]
-
-
-def _order_of_seating(gpu, ranks, before=lambda: None):
-    """The order in which parts asking with `ranks` (in that order, while the one seat is taken) get it."""
-    order = []
-
-    def part(rank):
-        with gpu.seat("0", rank) as seated:
-            assert seated
-            order.append(rank)
-
-    with gpu.seat("0", (0, 0)):
-        threads = []
-        for rank in ranks:
-            threads.append(threading.Thread(target=part, args=(rank,)))
-            threads[-1].start()
-            time.sleep(0.05)
-        before()
-    for thread in threads:
-        thread.join(timeout=10)
-    return order
-
-
-def test_once_every_submission_is_in_a_freed_seat_goes_to_the_longest_waiting_part_of_any():
-    gpu = seats.Seats({"0": 1}, settle_s=0)
-    # (place, part's place longest first): submission 1's short part waits beside submission 2's long one
-    assert _order_of_seating(gpu, [(1, 1), (2, 0), (2, 1)], before=gpu.everyone_in) == [(2, 0), (1, 1), (2, 1)]
 
 
 def test_the_first_seats_go_to_the_best_ranked_of_the_parts_that_asked_while_the_batch_settled():

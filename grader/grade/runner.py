@@ -314,7 +314,6 @@ class Batch:
         self.alone_again: list = []              # sources whose GPU memory or time ran out while shared
         self.parts: list[parts.Part] = []        # from the preflight when splitting: [] grades whole suites
         self.seats: seats.Seats | None = None    # while a split batch runs: the parts at once on each GPU
-        self.not_begun = 0                       # submissions of the pass now grading that the pool has not begun
 
     def run(self) -> int:
         settings = self.settings
@@ -396,7 +395,6 @@ class Batch:
         slots: queue.Queue = queue.Queue()
         for slot in admitted:
             slots.put(slot)
-        self.not_begun = len(sources)
         started = time.perf_counter()
         done, total = 0, len(sources)
         with ThreadPoolExecutor(max_workers=len(admitted)) as pool:
@@ -425,10 +423,6 @@ class Batch:
         `alone`: no other submission is graded on its GPU meanwhile (the batch's second pass). `place`:
         its place in the batch, which ranks its parts for the GPU's seats."""
         begin = time.perf_counter()
-        with self.lock:
-            self.not_begun -= 1
-            if self.not_begun == 0 and self.seats is not None:   # the pool lets no one else in now
-                self.seats.everyone_in()
         scratch = self.scratch_root / "runs" / source.id
         try:
             staged = submission.stage(source, scratch / "impl")
