@@ -190,7 +190,7 @@ def kernels(impl_name, json_path, chart, kernels):
 @click.option("--save-test-seconds", is_flag=True,
               help="Write how long each test (each case of a parametrized one) took into "
                    "grader/grade/test_seconds.json, which --split divides submissions by (run it with "
-                   "--copies 1 --per-gpu 1 --whole-suite on the grading GPU).")
+                   "--copies 8 --per-gpu 4 on the grading GPU: the seconds of tests that share it).")
 def grading(copies, gpus, per_gpu, suite, no_perf, out, split, save_test_seconds):
     """Grade copies of the reference: submissions per hour per GPU and the grader's overhead."""
     from grader.grade.runner import bench_grader
