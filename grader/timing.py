@@ -150,7 +150,8 @@ def resolve_target(modules, target: str, inputs: tuple):
 
 def time_kernel(modules, target: str, inputs: tuple, warmup_ms: float = DEFAULT_WARMUP_MS,
                 rep_ms: float = DEFAULT_REP_MS, seed: int | None = None):
-    """Worker side: (ms of one call, the output of the last timed call, refreshes before that call).
+    """Worker side: (ms of one call, the output of the last timed call, refreshes before that call, how the
+    ms came about: {"events_ms": the calls' median, "synced_ms": the span to a device sync or None}).
 
     With a `seed` (and a "module.function" target), every timed call sees new values: the inputs are
     rolled and sign-flipped in place between calls (`refresh_inputs`), outside the timed part, so an
@@ -184,10 +185,11 @@ def time_kernel(modules, target: str, inputs: tuple, warmup_ms: float = DEFAULT_
         print(f"timing {target}: events {milliseconds:.4f} ms, to a device sync {synced} ms; wall ms: clone "
               f"{(cloned - began) * 1e3:.1f}, first call {(first - cloned) * 1e3:.1f}, bench "
               f"{(benched - first) * 1e3:.1f}, sync span {(_wall_clock() - benched) * 1e3:.1f}", file=sys.stderr)
+    account = {"events_ms": float(milliseconds), "synced_ms": None if synced is None else float(synced)}
     if synced is not None:
         milliseconds = max(milliseconds, synced / SYNC_SLACK)
     device_synchronize()           # the output is complete on every stream before it leaves
-    return float(milliseconds), last[0], count[0]
+    return float(milliseconds), last[0], count[0], account
 
 
 def fresh_bench(call, refresh, warmup_ms: float = DEFAULT_WARMUP_MS, rep_ms: float = DEFAULT_REP_MS) -> float:
@@ -463,6 +465,10 @@ class Round:
     baselines_wall_ms: float = 0.0     # checker's wall clock around the baselines, the worker's pause included
     pause_ms: float = 0.0              # of which: stopping the worker and waiting for a quiet GPU
     round_ms: float = 0.0              # the whole round, fresh inputs and their transport included
+    # The worker's own account of its claim, for whoever looks into a low ratio: its calls' median by
+    # their events, and its span to a device sync (the claim is the larger of it and span / SYNC_SLACK).
+    # Unchecked, like the claim itself.
+    account: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -528,7 +534,7 @@ class PerfResult:
             "rounds": [{"claimed_ms": round(r.submission_ms, 6), "wall_ms": round(r.wall_ms, 3),
                         "baseline_ms": {n: round(ms, 6) for n, ms in r.baseline_ms.items()},
                         "baselines_wall_ms": round(r.baselines_wall_ms, 3), "pause_ms": round(r.pause_ms, 3),
-                        "round_ms": round(r.round_ms, 3)}
+                        "round_ms": round(r.round_ms, 3)} | {f"worker_{k}": round(v, 6) for k, v in r.account.items()}
                        for r in self.rounds],
             "wall_bound_applied": self.bound_applied,
         }
@@ -688,19 +694,21 @@ def _one_round(impl, target, make_inputs, baselines, check, index, bench, warmup
         warmup_ms = min(warmup_ms, LATER_ROUND_WARMUP_MS)
     # Alternate who goes first, so slow drift (clocks, temperature) does not favour one side.
     if index % 2 == 0:
-        claim, output, refreshed, wall = _time_submission(impl, target, inputs, warmup_ms, rep_ms, clock, sync, seed)
+        claim, output, refreshed, wall, account = _time_submission(impl, target, inputs, warmup_ms, rep_ms, clock,
+                                                                   sync, seed)
         base, base_wall, pause_ms = _time_baselines(impl, timed_baselines, inputs, bench, warmup_ms, rep_ms, pause,
                                                     clock)
     else:
         base, base_wall, pause_ms = _time_baselines(impl, timed_baselines, inputs, bench, warmup_ms, rep_ms, pause,
                                                     clock)
-        claim, output, refreshed, wall = _time_submission(impl, target, inputs, warmup_ms, rep_ms, clock, sync, seed)
+        claim, output, refreshed, wall, account = _time_submission(impl, target, inputs, warmup_ms, rep_ms, clock,
+                                                                   sync, seed)
     if check is not None:
         def audit():
             replay_refreshes(pristine, seed, refreshed)   # what the worker's inputs became, call after call
             check(output, pristine)
         audits.append(audit)
-    return Round(claim, base, wall, base_wall, pause_ms, (clock() - round_start) * 1e3)
+    return Round(claim, base, wall, base_wall, pause_ms, (clock() - round_start) * 1e3, account)
 
 
 def _settled(measured, baselines, rounds) -> bool:
@@ -759,18 +767,28 @@ def _time_submission(impl, target, inputs, warmup_ms, rep_ms, clock, sync, seed)
     reply = impl.run(time_kernel, target, inputs, warmup_ms, rep_ms, seed)
     sync()
     wall_ms = (clock() - start) * 1e3
-    if not (isinstance(reply, (tuple, list)) and len(reply) == 3 and isinstance(reply[0], (int, float))
+    if not (isinstance(reply, (tuple, list)) and len(reply) in (3, 4) and isinstance(reply[0], (int, float))
             and isinstance(reply[2], int) and not isinstance(reply[2], bool) and 0 <= reply[2] <= MAX_REFRESHES):
         raise AssertionError(f"the timing call returned {type(reply).__name__}, not (milliseconds, output, "
                              "refreshes)")
     claim, output, refreshed = float(reply[0]), reply[1], int(reply[2])
+    account = _worker_account(reply[3] if len(reply) == 4 else None)
     if not (math.isfinite(claim) and claim > 0):
         raise AssertionError(f"the timing of your kernel came back as {claim!r} ms, which is not a time")
     if claim > wall_ms:
         # Slower than the checker's own clock allows: the worker's timer is broken or tampered with.
         raise AssertionError(f"the worker reported {claim:.3f} ms per call but the whole timing took "
                              f"{wall_ms:.3f} ms: the kernel's timer is not trustworthy")
-    return claim, output, refreshed, wall_ms
+    return claim, output, refreshed, wall_ms, account
+
+
+def _worker_account(account) -> dict[str, float]:
+    """The worker's account of its claim, reduced to what it may hold: its two known times, if numbers."""
+    if not isinstance(account, dict):
+        return {}
+    return {key: float(value) for key, value in account.items()
+            if key in ("events_ms", "synced_ms") and isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0}
 
 
 def _time_baselines(impl, baselines, inputs, bench, warmup_ms, rep_ms, pause, clock=_wall_clock):

@@ -199,6 +199,19 @@ def test_a_malformed_timing_reply_fails_cleanly(clock, forged):
                              environment=lambda: [])
 
 
+@pytest.mark.parametrize("account, kept", [
+    ({"events_ms": 1.5, "synced_ms": 2.5, "note": "fast"}, {"worker_events_ms": 1.5, "worker_synced_ms": 2.5}),
+    ({"events_ms": float("nan"), "synced_ms": "fast"}, {}), ("fast", {})], ids=["numbers", "not-numbers", "not-a-dict"])
+def test_each_round_keeps_the_workers_account_of_its_claim_and_nothing_else(clock, account, kept):
+    impl = ForgingImpl(kernel_module(clock, 2.0), clock,
+                       lambda fn, real: (*real[:3], account) if fn is timing.time_kernel else real)
+    result = timing.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
+                                  check=exact_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
+                                  environment=lambda: [])
+    for record in result.as_record()["measured"]["rounds"]:
+        assert {key: value for key, value in record.items() if key.startswith("worker_")} == kept
+
+
 class StalledWindowImpl(FakeImpl):
     """A worker whose host is descheduled for `stall_ms` during each of its first `stalls` windows."""
 
