@@ -589,6 +589,7 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     from grader import gpu_lock
+    from grader.timing_cores import timing_cores
 
     bench, sync = bench or bench_median, sync or synchronize
     lock = gpu_lock.current() if lock is None else lock
@@ -610,7 +611,7 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
             if not warm_shared:
                 impl.run(warm_up, target, tuple(make_inputs()))
             phases["warm_up"] = clock() - phase_start - ((_lock_total(lock, "lent_s") or 0.0) - lent_before)
-            with lock.keep_through_compiles():
+            with lock.keep_through_compiles(), timing_cores(impl):
                 retries_before = _alloc_retries(impl)
                 phase_start = clock()
                 if hold.waited_out or not lock.alone_now:

@@ -35,7 +35,7 @@ from pathlib import Path
 import click
 
 import grader
-from grader import disposable, gpu_lock, layout, worker
+from grader import disposable, gpu_lock, layout, timing_cores, worker
 from grader.errors import BadSubmission, GraderError
 from grader.grade import containment, gpu_sharing, parts, preflight, sandbox, seats, submission
 from grader.grade.checking_run import (
@@ -314,6 +314,8 @@ class Batch:
         self.alone_again: list = []              # sources whose GPU memory or time ran out while shared
         self.parts: list[parts.Part] = []        # from the preflight when splitting: [] grades whole suites
         self.seats: seats.Seats | None = None    # while a split batch runs: the parts at once on each GPU
+        # Every run on a GPU gets the cores left after each GPU's timing cores (grader.timing_cores).
+        self.compile_cores, self.kept_cores = timing_cores.plan(list(os.sched_getaffinity(0)), list(settings.slots))
 
     def run(self) -> int:
         settings = self.settings
@@ -526,13 +528,15 @@ class Batch:
         # Its own open file descriptions of the GPU's lock files: see grader.gpu_lock.
         lock_fds = gpu_lock.open_for_child(self.scratch_root / "gpu-locks", slot) if slot is not None else ()
         lock_env = {gpu_lock.FDS_ENV: gpu_lock.env_value(lock_fds)} if lock_fds else {}
+        kept = self.kept_cores.get(slot, [])
+        cores_env = {timing_cores.CORES_ENV: timing_cores.env_value(kept)} if kept else {}
         launch = sandbox.build_launch(
             command, scratch=scratch, checker_root=self.checker_tree_for(scratch),
             gpus=[slot] if slot is not None else ([] if not self.settings.gpu_mode else None),
             sandbox=self.settings.sandbox, bwrap=self.bwrap, base_env=dict(os.environ),
             masked=self.masked_paths(), device_nodes=sandbox.gpu_device_nodes(),
             keep_visible=self.python_paths, disposable_copy=self.disposable_hidden_suite(scratch),
-            extra_env={worker.MEMORY_ENV: str(self.settings.worker_memory_mb), **lock_env})
+            extra_env={worker.MEMORY_ENV: str(self.settings.worker_memory_mb), **lock_env, **cores_env})
         argv = launch.argv
         if not launch.sandboxed and self.unshare:
             # What the run needs from a host /tmp its private one hides: the batch's scratch and this
@@ -540,6 +544,8 @@ class Batch:
             code = [*self.python_paths, launch.cwd, *launch.env.get("PYTHONPATH", "").split(os.pathsep)]
             argv = containment.wrap(argv, self.unshare, writable=[self.scratch_root, scratch],
                                     readonly=[path for path in code if path])
+        if kept:                                # off its GPU's timing cores, whatever it starts too
+            argv = timing_cores.launch_prefix(self.compile_cores) + argv
         start = time.perf_counter()
         try:
             process = subprocess.Popen(argv, env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL,
