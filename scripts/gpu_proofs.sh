@@ -11,9 +11,11 @@
 #                    span: the side-stream cheat's speed-up over the clean softmax (scripts/sync_span_check.py)
 # Perf warm-ups (compile, autotune) have the GPU alone, lending it out while they compile;
 # GRADER_PERF_WARMUP=shared (exported before the call) runs them beside the other submissions instead.
-#   seconds (~8 min) alone with SAVE_SECONDS=1 (test_seconds.json, copied to $WORK), then alone_split
+#   seconds (~9 min) eight references at 4 per GPU with SAVE_SECONDS=1: the seconds their tests take
+#                    shared, which the split packs parts by (test_seconds.json, copied to $WORK)
 # Single steps: alone | alone_split | spread | shared | cheats | span | profile (the perf checks alone, timed
-# step by step). Every grade uses the hidden suite (all perf checks are there) to keep within the time.
+# step by step) | lag (busy cores against a timed matmul, scripts/host_lag_check.py). Every grade uses the
+# hidden suite (all perf checks are there) to keep within the time.
 # part2's throughput line and alone-vs-shared table need part1's $WORK/alone on the same machine;
 # otherwise unpack both tarballs and run
 #   python scripts/gpu_proofs_summary.py alone=part1/alone shared=part2/shared partial=part1/partial
@@ -42,10 +44,8 @@ bench_alone() {   # one reference, nothing beside it: $1 its folder under $WORK,
   tail -n 8 "$WORK/$name.log"
 }
 
-alone() {   # the baseline: the whole suite in one run (SAVE_SECONDS=1 records its tests' seconds)
-  local save=(); [ "${SAVE_SECONDS:-0}" = 1 ] && save=(--save-test-seconds)
-  bench_alone alone --whole-suite "${save[@]}"
-  cp grader/grade/test_seconds.json "$WORK/"
+alone() {   # the baseline: the whole suite in one run
+  bench_alone alone --whole-suite
 }
 
 alone_split() {   # its suite split into parts side by side
@@ -159,6 +159,10 @@ profile() {   # the reference's perf checks alone in one checking run, each timi
   python scripts/perf_profile_summary.py "$WORK/profile.jsonl" "$WORK/profile.log" | tee "$WORK/profile.txt"
 }
 
+lag() {   # busy cores against the reference's timed 4096^3 matmuls
+  timeout "$(left 120)" python scripts/host_lag_check.py 2>&1 | grep "^HOST-LAG"
+}
+
 span() {   # the side-stream cheat against the clean softmax, timed by the worker's own function
   timeout "$(left 120)" python scripts/sync_span_check.py 2>&1 | grep -v "^timing " | tail -n 4
 }
@@ -177,7 +181,7 @@ pack() {
 case "${1:-}" in
   part1) header part1; alone; spread; summary; pack part1 ;;
   part2) header part2; span; shared; cheats; summary; pack part2 ;;
-  seconds) header seconds; SAVE_SECONDS=1 alone; alone_split; summary; pack seconds ;;
-  alone|alone_split|spread|shared|cheats|span|profile) header "$1"; "$1"; summary; pack "$1" ;;
-  *) echo "usage: $0 part1|part2|seconds|alone|alone_split|spread|shared|cheats|span|profile" >&2; exit 2 ;;
+  seconds) header seconds; COPIES=${COPIES:-8} PER_GPU=${PER_GPU:-4} SAVE_SECONDS=1 shared; summary; pack seconds ;;
+  alone|alone_split|spread|shared|cheats|span|profile|lag) header "$1"; "$1"; summary; pack "$1" ;;
+  *) echo "usage: $0 part1|part2|seconds|alone|alone_split|spread|shared|cheats|span|profile|lag" >&2; exit 2 ;;
 esac
