@@ -8,12 +8,13 @@ the GPU's queue runs dry, and the call's events take in the wait. Busy cores alo
 fifteen busy processes on the sixteen cores, one core left over, slowed nothing
 (scripts/host_lag_check.py).
 
-So the runner keeps SPARE_CORES cores of each GPU out of every checking run's reach (taskset, before
+So the runner keeps CORES_PER_GPU cores of each GPU out of every checking run's reach (taskset, before
 bubblewrap, so that every process in the run inherits it), and names them to the run's checker in
 CORES_ENV. While the checker holds its GPU alone for a perf check's rounds, its threads and its
 worker's move onto those cores (`timing_cores`), and back afterwards. Only one run holds a GPU alone
-at a time, so the cores are its own. Student code may widen its own affinity onto them (an
-unprivileged call); that only puts it beside one timing run, on the cores it chose to share.
+at a time, so the cores are its own, among honest neighbours. Student code may widen its own
+affinity onto them (an unprivileged call) and load them while a neighbour times, as it could load any
+core before; SECURITY.md lists that as open.
 
 The runner writes the variable (`env_value`), the checker reads it (`from_env`): this module owns it.
 """
@@ -25,7 +26,9 @@ import os
 import shutil
 
 CORES_ENV = "GRADER_TIMING_CORES"
-SPARE_CORES = 2                # per GPU: the checker timing alone, and its worker launching the kernel
+# One is enough: the checker and its worker take turns (the worker launches the timed calls while its
+# checker waits for the reply; the checker times the baselines while the worker is stopped).
+CORES_PER_GPU = 1
 MIN_COMPILE_CORES = 2          # fewer left for everything else: no cores are kept
 
 
@@ -33,10 +36,10 @@ def plan(cores: list[int], gpus: list) -> tuple[list[int], dict]:
     """(the cores every checking run gets, {gpu: the cores kept for its timing}) for a batch on `gpus`;
     ([], {}) when the machine has too few cores to keep any."""
     cores, gpus = sorted(cores), list(dict.fromkeys(gpu for gpu in gpus if gpu is not None))
-    kept = SPARE_CORES * len(gpus)
+    kept = CORES_PER_GPU * len(gpus)
     if not gpus or len(cores) - kept < MIN_COMPILE_CORES:
         return [], {}
-    return cores[kept:], {gpu: cores[i * SPARE_CORES:(i + 1) * SPARE_CORES] for i, gpu in enumerate(gpus)}
+    return cores[kept:], {gpu: cores[i * CORES_PER_GPU:(i + 1) * CORES_PER_GPU] for i, gpu in enumerate(gpus)}
 
 
 def launch_prefix(cores: list[int]) -> list[str]:

@@ -26,13 +26,14 @@ def clock(monkeypatch):
 
 def test_each_gpu_keeps_its_own_timing_cores_and_every_run_gets_the_rest():
     compile_cores, kept = timing_cores.plan(list(range(32)), ["0", "1", "0", "1"])
-    assert kept == {"0": [0, 1], "1": [2, 3]} and compile_cores == list(range(4, 32))
+    assert kept == {"0": [0], "1": [1]} and compile_cores == list(range(2, 32))
 
 
 def test_no_cores_are_kept_on_the_cpu_or_where_too_few_would_be_left():
     assert timing_cores.plan(list(range(16)), [None, None]) == ([], {})
-    assert timing_cores.plan([0, 1, 2], ["0"]) == ([], {})
-    assert timing_cores.plan([0, 1, 2, 3], ["0"]) == ([2, 3], {"0": [0, 1]})
+    assert timing_cores.plan([0, 1], ["0"]) == ([], {})
+    assert timing_cores.plan([0, 1, 2, 3], ["0", "1"]) == ([2, 3], {"0": [0], "1": [1]})
+    assert timing_cores.plan([0, 1, 2, 3], ["0", "1", "2"]) == ([], {})
 
 
 def test_the_kept_cores_reach_the_checker_as_written_and_a_garbled_value_keeps_none():

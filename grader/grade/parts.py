@@ -35,15 +35,15 @@ from pathlib import Path
 from grader.grade.checking_run import Outcome
 from grader.report.model import CRASHED, GRADED, HARNESS_ERROR, TIMEOUT, result_tests
 from grader.results import merge_streams
-from grader.timing_cores import SPARE_CORES
 
 TEST_SECONDS_FILE = Path(__file__).resolve().parent / "test_seconds.json"
 MAX_PARTS = 4                  # checking runs per submission: each holds a checker, a worker, two CUDA contexts
-# SPARE_CORES are kept free of compiles for the run that is timing (grader.timing_cores): a Triton
+# Cores left over by the split: a timing core (grader.timing_cores) and one for the checkers. A Triton
 # kernel's launch is CPU work, so a perf check timed while every core compiled measured the CPU, not
 # the kernel (H200, 16 cores: four references in 3 parts each peaked at 93% busy, every ratio within
 # the spread alone; in 4 parts, 100%, and one reference's bf16 4096^3 matmul ran 0.29 ms against 0.21
 # ms in its first round while cuBLAS kept 0.19; five in 4 parts lost 0.35 points that way).
+SPARE_CORES = 2
 # A part may run this much past the longest part there must be, to keep a problem's tests together: a
 # problem checked in two parts compiles its kernels in both (the reference split into four parts
 # without it, every problem in two or three: 409 s inside tests, against 261 s whole).
