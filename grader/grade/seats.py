@@ -9,9 +9,8 @@ back, so a GPU with work queued keeps every seat busy. A seat goes to the earlie
 that waits for one, longest part first, so few submissions are in flight at once and results land in
 order. Not the longest waiting part of any submission (longest processing time first): on the H200,
 eight references at 4 per GPU then all ran at once, their FlashAttention parts together took the GPU's
-memory to 138.8 of its 140 GiB (76 GiB in this order), and one of the eight was done by 565 s (its
-parts packed by shared seconds too), where
-this order had seven done by 572 s.
+memory to 138.8 of its 140 GiB (76-103 GiB in this order), and one of the eight was done by 565 s,
+where this order, with the same parts, had all eight done by 538 s.
 """
 
 from __future__ import annotations
