@@ -13,7 +13,7 @@ def test_doctor_prints_interpreter_packages_device_sandbox_chromium_and_memory_c
     result = CliRunner().invoke(main, ["doctor"])
     text = result.output
     assert sys.executable in text and f"torch: {torch.__version__}" in text
-    for name in ("triton:", "numpy:", "device:", "bubblewrap:", "chromium:", "worker memory cap:"):
+    for name in ("triton:", "numpy:", "device:", "bubblewrap:", "chromium:", "worker memory cap:", "timing cores:"):
         assert name in text, name
     assert ("GPU(s):" in text) == torch.cuda.is_available() and ("CPU mode" in text) != torch.cuda.is_available()
     if sandbox.find_bwrap():
@@ -45,3 +45,12 @@ def test_doctor_exits_nonzero_when_a_problem_stops_grading(monkeypatch):
     monkeypatch.setattr(doctor, "findings", lambda: [doctor.Finding("torch", "missing", "make install", True)])
     lines = []
     assert doctor.run_doctor(lines.append) == 1 and "stop grading" in lines[-1]
+
+
+def test_timing_cores_are_named_per_gpu_and_too_few_cores_get_a_fix():
+    found = doctor.timing_cores(gpus=["0", "1"], cores=list(range(16)))
+    assert not found.fix and "GPU 0: core 0" in found.detail and "GPU 1: core 1" in found.detail
+    assert "other 14" in found.detail
+    few = doctor.timing_cores(gpus=["0"], cores=[0, 1])
+    assert "too few" in few.detail and "at least 3 cores" in few.fix and not few.blocking
+    assert "no GPU" in doctor.timing_cores(gpus=[], cores=[0, 1]).detail

@@ -114,9 +114,30 @@ def worker_memory() -> Finding:
     return Finding("worker memory cap", f"{cap} MiB per submission ({parallel} graded at once)")
 
 
+def timing_cores(gpus: list | None = None, cores: list[int] | None = None) -> Finding:
+    """Which cores a GPU's perf checks time on, away from every checking run's compiles."""
+    from grader import timing_cores as kept_for_timing
+    from grader.grade.runner import detect_gpus
+
+    gpus = detect_gpus(os.environ) if gpus is None else gpus
+    cores = sorted(os.sched_getaffinity(0)) if cores is None else cores
+    if not gpus:
+        return Finding("timing cores", "none kept: no GPU here, so no perf checks")
+    compile_cores, kept = kept_for_timing.plan(cores, gpus)
+    if not kept:
+        return Finding("timing cores", f"none kept: {len(cores)} cores for {len(gpus)} GPU(s) is too few",
+                       f"give grading at least {kept_for_timing.CORES_PER_GPU * len(gpus) + kept_for_timing.MIN_COMPILE_CORES}"
+                       " cores, or neighbours' compiles may slow the host of a timed kernel")
+    if not kept_for_timing.launch_prefix(compile_cores):
+        return Finding("timing cores", "none kept: taskset not found",
+                       "apt-get install -y util-linux (taskset keeps checking runs off the timing cores)")
+    shown = ", ".join(f"GPU {gpu}: core {','.join(map(str, each))}" for gpu, each in kept.items())
+    return Finding("timing cores", f"{shown}; checking runs compile on the other {len(compile_cores)}")
+
+
 def findings() -> list[Finding]:
     return [interpreter(), package("torch"), package("triton", blocking=False), package("numpy"),
-            package("pytest"), device(), *bubblewrap(), chromium(), worker_memory()]
+            package("pytest"), device(), *bubblewrap(), chromium(), worker_memory(), timing_cores()]
 
 
 def run_doctor(echo=print) -> int:
