@@ -30,11 +30,11 @@ class Seats:
     """`counts[gpu]` seats per GPU (a slot id; None for the CPU). A seat that comes free goes to the waiting
     part that ranks first: (the submission's place in the batch, the part's place in it)."""
 
-    def __init__(self, counts: dict, settle_s: float = SETTLE_S, clock=time.monotonic):
+    def __init__(self, counts: dict, settle_s: float = SETTLE_S):
         self._free = dict(counts)
         self._waiting: dict = {gpu: [] for gpu in counts}    # ranks of the parts waiting for each GPU
         self._changed = threading.Condition()
-        self._clock, self._opens_at = clock, clock() + settle_s
+        self._opens_at = time.monotonic() + settle_s
 
     @contextlib.contextmanager
     def seat(self, gpu, rank: tuple, stopping: threading.Event | None = None):
@@ -54,7 +54,7 @@ class Seats:
             waiting = self._waiting[gpu]
             waiting.append(rank)
             try:
-                while min(waiting) != rank or self._free[gpu] == 0 or self._clock() < self._opens_at:
+                while min(waiting) != rank or self._free[gpu] == 0 or time.monotonic() < self._opens_at:
                     if stopping is not None and stopping.is_set():
                         return False
                     self._changed.wait(POLL_S)
