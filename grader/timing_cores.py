@@ -32,13 +32,18 @@ CORES_PER_GPU = 1
 MIN_COMPILE_CORES = 2          # fewer left for everything else: no cores are kept
 
 
+def cores_needed(gpu_count: int) -> int:
+    """The fewest cores on which a batch on `gpu_count` GPUs keeps its timing cores."""
+    return CORES_PER_GPU * gpu_count + MIN_COMPILE_CORES
+
+
 def plan(cores: list[int], gpus: list) -> tuple[list[int], dict]:
     """(the cores every checking run gets, {gpu: the cores kept for its timing}) for a batch on `gpus`;
     ([], {}) when the machine has too few cores to keep any."""
     cores, gpus = sorted(cores), list(dict.fromkeys(gpu for gpu in gpus if gpu is not None))
-    kept = CORES_PER_GPU * len(gpus)
-    if not gpus or len(cores) - kept < MIN_COMPILE_CORES:
+    if not gpus or len(cores) < cores_needed(len(gpus)):
         return [], {}
+    kept = CORES_PER_GPU * len(gpus)
     return cores[kept:], {gpu: cores[i * CORES_PER_GPU:(i + 1) * CORES_PER_GPU] for i, gpu in enumerate(gpus)}
 
 

@@ -125,10 +125,9 @@ def timing_cores(gpus: list | None = None, cores: list[int] | None = None) -> Fi
         return Finding("timing cores", "none kept: no GPU here, so no perf checks")
     compile_cores, kept = kept_for_timing.plan(cores, gpus)
     if not kept:
-        least = kept_for_timing.CORES_PER_GPU * len(gpus) + kept_for_timing.MIN_COMPILE_CORES
         return Finding("timing cores", f"none kept: {len(cores)} cores for {len(gpus)} GPU(s) is too few",
-                       f"give grading at least {least} cores, or neighbours' compiles may slow the host of a "
-                       "timed kernel")
+                       f"give grading at least {kept_for_timing.cores_needed(len(gpus))} cores, or neighbours' "
+                       "compiles may slow the host of a timed kernel")
     if not kept_for_timing.launch_prefix(compile_cores):
         return Finding("timing cores", "none kept: taskset not found",
                        "apt-get install -y util-linux (taskset keeps checking runs off the timing cores)")
