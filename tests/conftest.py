@@ -12,6 +12,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
+def clock(monkeypatch):
+    """A fake clock for timing tests, with the worker's do_bench and synchronize patched to use it."""
+    from perf_fakes import fake_clock
+
+    return fake_clock(monkeypatch)
+
+
+@pytest.fixture
 def grader_pytester(pytester, monkeypatch):
     """pytester set up as a student's or the grader's run: the grader plugin on the CPU, this checkout
     importable, points read from `points/` in the test's folder, no implementation chosen by the

@@ -94,13 +94,6 @@ def measure_a_wrong_kernel(clock, lock):
                              clock=clock, sync=lambda: None, environment=lambda: [], lock=lock, ramp=lambda: None)
 
 
-@pytest.fixture
-def clock(monkeypatch):
-    from perf_fakes import fake_clock
-
-    return fake_clock(monkeypatch)
-
-
 def test_every_call_runs_with_the_gpu_alone_and_only_the_warm_up_lends_it_to_compiles(clock, monkeypatch):
     monkeypatch.delenv(timing.WARMUP_ENV, raising=False)
     events, lock = [], RecordingLock()

@@ -14,13 +14,6 @@ from perf_fakes import FakeImpl, LaunchRequiredImpl, baseline, clock_bench, coun
 from grader import environment, timing
 
 
-@pytest.fixture
-def clock(monkeypatch):
-    from perf_fakes import fake_clock
-
-    return fake_clock(monkeypatch)
-
-
 def measure(clock, modules, baselines, **options):
     options.setdefault("environment", lambda: [])
     impl = FakeImpl(modules, clock, options.pop("overhead_ms", 0.0))

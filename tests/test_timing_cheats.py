@@ -17,13 +17,6 @@ from grader import pausing, timing
 torch = pytest.importorskip("torch")
 
 
-@pytest.fixture
-def clock(monkeypatch):
-    from perf_fakes import fake_clock
-
-    return fake_clock(monkeypatch)
-
-
 def tensor_inputs():
     state = {"n": 0}
 

@@ -17,13 +17,6 @@ CORES = sorted(os.sched_getaffinity(0))
 needs_two_cores = pytest.mark.skipif(len(CORES) < 2, reason="needs two cores to keep one")
 
 
-@pytest.fixture
-def clock(monkeypatch):
-    from perf_fakes import fake_clock
-
-    return fake_clock(monkeypatch)
-
-
 def test_each_gpu_keeps_its_own_timing_cores_and_every_run_gets_the_rest():
     compile_cores, kept = timing_cores.plan(list(range(32)), ["0", "1", "0", "1"])
     assert kept == {"0": [0], "1": [1]} and compile_cores == list(range(2, 32))
