@@ -1,0 +1,74 @@
+"""Re-grade the perf rounds a batch recorded under the grader's current rule, offline.
+
+Every perf record keeps its rounds: the worker's claim, the baselines, and the worker's account of the
+claim (events, span to a device sync). This reads each `result.json` under the folders given and prints
+every perf test whose ratio by each round's own claim differs from the ratio the current
+`grader.timing.graded_claims` gives the same rounds. No GPU needed: it is how a change to the rule is
+measured on what an H200 batch really recorded.
+
+Usage: PYTHONPATH=. python scripts/regrade_perf_rounds.py RESULTS_DIR [RESULTS_DIR ...]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from grader import timing
+
+MOVED = 0.005
+
+
+def perf_tests(result: dict):
+    for problem in result.get("problems", []):
+        for check in problem.get("checks", []):
+            for test in check.get("tests", []):
+                measured = (test.get("perf") or {}).get("measured") or {}
+                if measured.get("rounds"):
+                    yield test.get("name") or test.get("nodeid", "?"), measured
+
+
+def rounds_of(measured: dict) -> list[timing.Round]:
+    return [timing.Round(r["claimed_ms"], r["baseline_ms"], wall_ms=0.0,
+                         account=timing._worker_account({"events_ms": r.get("worker_events_ms"),
+                                                         "synced_ms": r.get("worker_synced_ms")}))
+            for r in measured["rounds"]]
+
+
+def ratios(measured: dict) -> tuple[float, float]:
+    """(the ratio by each round's own claim, the ratio under the current rule)."""
+    name = next(iter(measured["baseline_ms"]))
+    floor = (measured.get("wall_window") or {}).get("bound_ms") or 0.0
+    rounds = rounds_of(measured)
+    for r in rounds:
+        r.graded_ms = r.submission_ms
+    own = timing._median_ratio(rounds, name, floor)
+    for r, graded in zip(rounds, timing.graded_claims(rounds)):
+        r.graded_ms = graded
+    return own, timing._median_ratio(rounds, name, floor)
+
+
+def main(folders: list[str]) -> int:
+    if not folders:
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    for folder in folders:
+        files = sorted(Path(folder).glob("*/result.json"))
+        if not files:
+            print(f"{folder}: no */result.json here", file=sys.stderr)
+            return 2
+        tests = moved = 0
+        for path in files:
+            for name, measured in perf_tests(json.loads(path.read_text())):
+                tests += 1
+                own, now = ratios(measured)
+                if abs(now - own) > MOVED:
+                    moved += 1
+                    print(f"  {path.parent.name} {name}: {own:.4f} -> {now:.4f}")
+        print(f"{folder}: {moved} of {tests} perf tests moved by more than {MOVED}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
