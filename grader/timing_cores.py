@@ -7,7 +7,7 @@ C++ in the same rounds, kept 0.19 ms. The likeliest cause: the host of a timed c
 the GPU's queue runs dry, and the call's events take in the wait. Busy cores alone did not do it:
 fifteen busy processes on the sixteen cores, one core left over, slowed nothing
 (scripts/host_lag_check.py). Nor, measured later, did 15 Triton compilers or a burner on the timed core
-itself (docs/grading-h200.md, session 28): these cores are kept as a precaution that measurement has
+itself (the staff repo's H200 grading log, session 28): these cores are kept as a precaution that measurement has
 not shown to matter, and cost compiles one core per GPU.
 
 So the runner keeps CORES_PER_GPU cores of each GPU out of every checking run's reach (taskset, before
