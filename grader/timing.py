@@ -471,7 +471,6 @@ class Round:
     # their events, and its span to a device sync (the claim is the larger of it and span / SYNC_SLACK).
     # Unchecked, like the claim itself.
     account: dict[str, float] = field(default_factory=dict)
-    graded_ms: float | None = None     # what the round counts for (`graded_claims`), once all rounds are in
 
 
 @dataclass
@@ -534,12 +533,12 @@ class PerfResult:
             "claimed_ms": round(self.claimed_ms, 6),
             "baseline_ms": {name: round(ms, 6) for name, ms in self.baselines_ms.items()},
             "ratios": {name: round(value, 4) for name, value in self.ratios.items()},
-            "rounds": [{"claimed_ms": round(r.submission_ms, 6), "graded_ms": round(r.graded_ms, 6),
+            "rounds": [{"claimed_ms": round(r.submission_ms, 6), "graded_ms": round(graded, 6),
                         "wall_ms": round(r.wall_ms, 3),
                         "baseline_ms": {n: round(ms, 6) for n, ms in r.baseline_ms.items()},
                         "baselines_wall_ms": round(r.baselines_wall_ms, 3), "pause_ms": round(r.pause_ms, 3),
                         "round_ms": round(r.round_ms, 3)} | {f"worker_{k}": round(v, 6) for k, v in r.account.items()}
-                       for r in self.rounds],
+                       for r, graded in zip(self.rounds, graded_claims(self.rounds))],
             "wall_bound_applied": self.bound_applied,
         }
         if self.window is not None:
@@ -625,9 +624,8 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
                 while len(measured) < max(rounds, MAX_ROUNDS) and not _settled(measured, baselines, rounds):
                     measured.append(_one_round(impl, target, make_inputs, baselines, check, len(measured),
                                                bench, warmup_ms, rep_ms, clock, sync, pause, audits))
-                for r, graded in zip(measured, graded_claims(measured)):
-                    r.graded_ms = graded
-                claimed = statistics.median(r.graded_ms for r in measured)
+                graded = graded_claims(measured)
+                claimed = statistics.median(graded)
                 phases["rounds"], phase_start = clock() - phase_start, clock()
                 window = (wall_window(impl, target, make_inputs, claimed, check, clock, sync, audits)
                           if wall_check else None)
@@ -652,9 +650,9 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
     audits.clear()                         # they hold the outputs: released below only once unreferenced
     _hand_back_memory(impl, lock)
     graded_floor = window.bound_ms if window is not None and window.conclusive else 0.0
-    ratios = {name: _median_ratio(measured, name, graded_floor) for name in baselines}
-    spread = _spread([r.baseline_ms[next(iter(baselines))] / max(r.graded_ms, graded_floor)
-                      for r in measured])
+    ratios = {name: median_ratio(measured, graded, name, graded_floor) for name in baselines}
+    spread = _spread([r.baseline_ms[next(iter(baselines))] / max(ms, graded_floor)
+                      for r, ms in zip(measured, graded)])
     if spread > UNSTABLE_SPREAD and not _settled(measured, baselines, rounds):
         reasons.append(f"rounds disagree by {spread:.0%} (more than {UNSTABLE_SPREAD:.0%})")
     return PerfResult(
@@ -831,9 +829,11 @@ def _time_baselines(impl, baselines, inputs, bench, warmup_ms, rep_ms, pause, cl
     return times, (clock() - start) * 1e3, (paused - start) * 1e3
 
 
-def _median_ratio(measured, name, floor_ms):
-    return statistics.median(r.baseline_ms[name] / max(r.graded_ms, floor_ms)
-                             for r in measured if name in r.baseline_ms)
+def median_ratio(measured, claims, name, floor_ms):
+    """The median over rounds of baseline `name` / the round's claim (claims[i] for measured[i]), no
+    claim counting for less than floor_ms."""
+    return statistics.median(r.baseline_ms[name] / max(ms, floor_ms)
+                             for r, ms in zip(measured, claims) if name in r.baseline_ms)
 
 
 def _timed(measured, name):

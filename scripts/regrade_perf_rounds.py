@@ -41,12 +41,8 @@ def ratios(measured: dict) -> tuple[float, float]:
     name = next(iter(measured["baseline_ms"]))
     floor = (measured.get("wall_window") or {}).get("bound_ms") or 0.0
     rounds = rounds_of(measured)
-    for r in rounds:
-        r.graded_ms = r.submission_ms
-    own = timing._median_ratio(rounds, name, floor)
-    for r, graded in zip(rounds, timing.graded_claims(rounds)):
-        r.graded_ms = graded
-    return own, timing._median_ratio(rounds, name, floor)
+    return (timing.median_ratio(rounds, [r.submission_ms for r in rounds], name, floor),
+            timing.median_ratio(rounds, timing.graded_claims(rounds), name, floor))
 
 
 def main(folders: list[str]) -> int:

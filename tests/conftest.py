@@ -1,5 +1,6 @@
 """Fixtures the harness's own tests share."""
 
+import importlib.util
 import shutil
 import tempfile
 from pathlib import Path
@@ -51,3 +52,16 @@ def host_tmp():
     folder = Path(tempfile.mkdtemp(prefix="grader-test-", dir="/tmp"))
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def load_script():
+    """load_script(name) -> scripts/<name>.py imported as a module, for tests of the staff scripts."""
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load

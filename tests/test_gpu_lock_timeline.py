@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_lock_timeline.py"
-
 
 @pytest.fixture(scope="module")
-def timeline():
-    spec = importlib.util.spec_from_file_location("gpu_lock_timeline", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def timeline(load_script):
+    return load_script("gpu_lock_timeline")
 
 
 def _write(folder: Path, student: str, intervals: list[str]) -> None:

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "regrade_perf_rounds.py"
-
 
 @pytest.fixture(scope="module")
-def regrade():
-    spec = importlib.util.spec_from_file_location("regrade_perf_rounds", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def regrade(load_script):
+    return load_script("regrade_perf_rounds")
 
 
 def _result(folder: Path, student: str, rounds: list[tuple[float, float, float]]) -> None:
