@@ -43,7 +43,12 @@ class exact_torch_matmul:
 
 
 def reference_and_naive(a, b):
-    """fp64 product of the given (already rounded) inputs, and the plain product at their precision."""
+    """fp64 product of the given (already rounded) inputs, and the plain product at their precision.
+
+    Both from packed copies: a CPU BLAS may load past a view's last column and count on zeros to cancel
+    what it read (oneDNN's AMX bf16 K-tail, uxlfoundation/oneDNN#5717), so NaN beside a view leaked into
+    the yardstick on CI's Intel hosts and made a harness error of a correct kernel."""
+    a, b = a.contiguous(), b.contiguous()
     reference = a.double() @ b.double()
     if a.dtype == torch.float32:
         naive = sequential_fp32_matmul(a, b)
