@@ -37,10 +37,12 @@ class CompileNotices:
 
     def before(self, **_):
         from grader import channel
+        from grader.guarded_call import synchronize
 
         with self.turn:
             if not self.compiling:
                 self.compiling = True
+                synchronize()        # kernels queued before the compile must not run on into a lent hold
                 channel.send_frame(self.sock, channel.dump_reply("compiling"))
         return None              # a true value would tell Triton to skip the compile
 

@@ -12,6 +12,11 @@ Only checkers take the locks, never workers (they run student code and could hol
   another). The hold is taken again, through the turnstile, before the worker may launch anything.
   Timing rounds keep their exclusive hold through a compile; a perf check's warm-up lends it.
 
+A hold ends only once the GPU work it covered has: CUDA queues kernels and returns, so a checker's
+fixture or reference maths, or a worker's kernels before a compile, could still run after the lock
+moved on, inside a neighbour's timing rounds. Each release first drains the releasing process's
+device queue (`drain`); the worker drains before it says it compiles.
+
 flock(2) alone lets a stream of shared holders starve an exclusive waiter, so a second file, the
 turnstile, is taken briefly by everyone: a writer keeps it while waiting for the main lock, which
 stops new readers from queueing up ahead of it. Every process holds at most one mode at a time (a
@@ -69,9 +74,10 @@ class LockTotals:
 class GpuLock:
     """The two flock'ed files of one GPU, as file descriptors owned by this process."""
 
-    def __init__(self, main_fd: int, turnstile_fd: int, clock=time.monotonic, sleep=time.sleep):
+    def __init__(self, main_fd: int, turnstile_fd: int, clock=time.monotonic, sleep=time.sleep, drain=None):
         self.main_fd, self.turnstile_fd = main_fd, turnstile_fd
         self.clock, self.sleep = clock, sleep
+        self.drain = drain or drain_this_process
         self._exclusive_depth = 0
         self._shared_depth = 0
         self._held = 0             # the flock mode actually held (LOCK_SH or LOCK_EX), 0 for none
@@ -179,6 +185,8 @@ class GpuLock:
 
     def _release(self) -> None:
         if self._held:
+            with contextlib.suppress(Exception):   # a broken context is the work's error, not the lock's
+                self.drain()    # queued kernels outlive the hold: finish them before a neighbour times alone
             fcntl.flock(self.main_fd, fcntl.LOCK_UN)
             now = self.clock()
             if self._held == fcntl.LOCK_EX:
@@ -210,6 +218,13 @@ class GpuLock:
                 if self.clock() >= deadline:
                     return False
                 self.sleep(POLL_S)
+
+
+def drain_this_process() -> None:
+    """Wait for this process's GPU work (all its streams) to finish, if it has started CUDA at all."""
+    from grader.guarded_call import synchronize
+
+    synchronize()
 
 
 class _NoLock:

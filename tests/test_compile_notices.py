@@ -124,3 +124,14 @@ def test_compiles_in_several_threads_keep_the_channel_in_step(probing_impl, shar
     lock, path = shared_gpu()
     assert probing_impl.softmax.compile_in_threads(str(path)) is False     # held again at the end
     assert probing_impl.softmax.compile_between_probes(str(path)) == [False, True, False]
+
+
+def test_the_worker_drains_its_queued_kernels_before_it_says_it_compiles(monkeypatch):
+    # the checker lends the GPU on "compiling": kernels still queued would run inside a neighbour's hold
+    from grader import channel, compile_notices, guarded_call
+
+    order = []
+    monkeypatch.setattr(guarded_call, "synchronize", lambda: order.append("drained"))
+    monkeypatch.setattr(channel, "send_frame", lambda sock, frame: order.append("told the checker"))
+    compile_notices.CompileNotices(sock=None, transport=None).before(key="k")
+    assert order == ["drained", "told the checker"]

@@ -230,3 +230,36 @@ def test_the_lock_keeps_its_runs_timeline_of_waits_holds_and_lends(tmp_path):
     assert intervals[0][2] - intervals[0][1] >= 0.1 - ms and intervals[2][2] - intervals[2][1] >= 0.05 - ms
     assert summary["totals"]["compiles"] == 1 and summary["totals"]["lent_s"] >= 0.05
     assert gpu_lock.from_env({}).summary() is None          # no shared GPU, no timeline
+
+
+@pytest.mark.parametrize("hold", ["shared", "exclusive", "lent to a compile"])
+def test_a_holds_gpu_work_is_drained_before_any_neighbour_can_take_the_gpu(tmp_path, hold):
+    # CUDA queues kernels and returns: a release that did not wait for them let a fixture's or a
+    # worker's kernels run on into a neighbour's timing rounds
+    neighbour = _lock_in(tmp_path)
+    seen = []
+
+    def drain():
+        with neighbour.exclusive(wait_s=0.0) as taken:
+            seen.append(taken.waited_out)             # True: the GPU is still ours while it drains
+
+    lock = gpu_lock.GpuLock(*gpu_lock.open_for_child(tmp_path, "0"), drain=drain)
+    if hold == "lent to a compile":
+        with lock.exclusive(lend_for_compiles=True):
+            with lock.set_aside():
+                assert seen == [True]
+    else:
+        with getattr(lock, hold)():
+            pass
+    assert seen and all(seen)
+
+
+def test_a_failing_drain_still_lets_the_gpu_go(tmp_path):
+    def drain():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    lock, neighbour = gpu_lock.GpuLock(*gpu_lock.open_for_child(tmp_path, "0"), drain=drain), _lock_in(tmp_path)
+    with lock.exclusive():
+        pass
+    with neighbour.exclusive(wait_s=0.5) as taken:
+        assert not taken.waited_out
