@@ -2,9 +2,9 @@
 
 Every perf record keeps its rounds: the worker's claim, the baselines, and the worker's account of the
 claim (events, span to a device sync). This reads each `result.json` under the folders given and prints
-every perf test whose ratio by each round's own claim differs from the ratio the current
-`grader.timing.graded_claims` gives the same rounds. No GPU needed: it is how a change to the rule is
-measured on what an H200 batch really recorded.
+every perf test whose recorded ratio differs from the ratio the current rule
+(`grader.timing.graded_claims`, `grader.timing.quickest_ratio`) gives the same rounds. No GPU needed:
+it is how a change to the rule is measured on what an H200 batch really recorded.
 
 Usage: PYTHONPATH=. python scripts/regrade_perf_rounds.py RESULTS_DIR [RESULTS_DIR ...]
 """
@@ -24,9 +24,9 @@ def perf_tests(result: dict):
     for problem in result.get("problems", []):
         for check in problem.get("checks", []):
             for test in check.get("tests", []):
-                measured = (test.get("perf") or {}).get("measured") or {}
-                if measured.get("rounds"):
-                    yield test.get("name") or test.get("nodeid", "?"), measured
+                perf = test.get("perf") or {}
+                if (perf.get("measured") or {}).get("rounds") and "ratio" in perf:
+                    yield test.get("name") or test.get("nodeid", "?"), perf
 
 
 def rounds_of(measured: dict) -> list[timing.Round]:
@@ -36,13 +36,12 @@ def rounds_of(measured: dict) -> list[timing.Round]:
             for r in measured["rounds"]]
 
 
-def ratios(measured: dict) -> tuple[float, float]:
-    """(the ratio by each round's own claim, the ratio under the current rule)."""
+def regraded_ratio(measured: dict) -> float:
+    """The graded baseline's ratio under the current rule, from the recorded rounds and window."""
     name = next(iter(measured["baseline_ms"]))
     floor = (measured.get("wall_window") or {}).get("bound_ms") or 0.0
     rounds = rounds_of(measured)
-    return (timing.median_ratio(rounds, [r.submission_ms for r in rounds], name, floor),
-            timing.median_ratio(rounds, timing.graded_claims(rounds), name, floor))
+    return timing.quickest_ratio(rounds, timing.graded_claims(rounds), name, floor)
 
 
 def main(folders: list[str]) -> int:
@@ -56,12 +55,12 @@ def main(folders: list[str]) -> int:
             return 2
         tests = moved = 0
         for path in files:
-            for name, measured in perf_tests(json.loads(path.read_text())):
+            for name, perf in perf_tests(json.loads(path.read_text())):
                 tests += 1
-                own, now = ratios(measured)
-                if abs(now - own) > MOVED:
+                recorded, now = perf["ratio"], regraded_ratio(perf["measured"])
+                if abs(now - recorded) > MOVED:
                     moved += 1
-                    print(f"  {path.parent.name} {name}: {own:.4f} -> {now:.4f}")
+                    print(f"  {path.parent.name} {name}: {recorded:.4f} -> {now:.4f}")
         print(f"{folder}: {moved} of {tests} perf tests moved by more than {MOVED}")
     return 0
 

@@ -13,23 +13,28 @@ def regrade(load_script):
     return load_script("regrade_perf_rounds")
 
 
-def _result(folder: Path, student: str, rounds: list[tuple[float, float, float]]) -> None:
-    """One perf test whose rounds are (claim, worker events, worker span), each against a 1 ms baseline."""
+def _result(folder: Path, student: str, ratio: float, rounds: list[tuple[float, float, float]]) -> None:
+    """One perf test graded `ratio`, whose rounds are (claim, worker events, worker span), each against a
+    1 ms baseline."""
     recorded = [{"claimed_ms": claim, "baseline_ms": {"base": 1.0}, "worker_events_ms": events,
                  "worker_synced_ms": synced} for claim, events, synced in rounds]
-    test = {"name": "test_speed", "perf": {"measured": {"baseline_ms": {"base": 1.0}, "rounds": recorded}}}
+    test = {"name": "test_speed",
+            "perf": {"ratio": ratio, "measured": {"baseline_ms": {"base": 1.0}, "rounds": recorded}}}
     (folder / student).mkdir(parents=True)
     (folder / student / "result.json").write_text(json.dumps({"problems": [{"checks": [{"tests": [test]}]}]}))
 
 
-def test_rounds_a_slowed_span_decided_are_regraded_and_the_rest_left_alone(tmp_path, regrade, capsys):
-    _result(tmp_path, "slowed", [(2.5, 1.0, 2.75), (2.5, 1.0, 2.75), (1.0, 1.0, 1.1)])
-    _result(tmp_path, "steady", [(1.0, 1.0, 1.0), (1.0, 1.0, 1.05), (1.0, 1.0, 1.0)])
+def test_rounds_noise_slowed_are_regraded_and_the_rest_left_alone(tmp_path, regrade, capsys):
+    # graded by the median of each round's own claim, as before session 28
+    _result(tmp_path, "slowed", 0.4, [(2.5, 1.0, 2.75), (2.5, 1.0, 2.75), (1.0, 1.0, 1.1)])
+    _result(tmp_path, "events_slowed", 0.4, [(2.5, 2.5, 1.1), (2.5, 2.5, 1.1), (1.0, 1.0, 1.1)])
+    _result(tmp_path, "steady", 1.0, [(1.0, 1.0, 1.0), (1.0, 1.0, 1.05), (1.0, 1.0, 1.0)])
     assert regrade.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "slowed test_speed: 0.4000 -> 1.0000" in out
+    assert "events_slowed test_speed: 0.4000 -> 1.0000" in out
     assert "steady" not in out.replace(str(tmp_path), "")
-    assert "1 of 2 perf tests moved" in out
+    assert "2 of 3 perf tests moved" in out
 
 
 def test_a_folder_without_results_is_named(tmp_path, regrade, capsys):
