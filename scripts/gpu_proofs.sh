@@ -14,7 +14,7 @@
 #   seconds (~9 min) eight references at 4 per GPU with SAVE_SECONDS=1: the seconds their tests take
 #                    shared, which the split packs parts by (test_seconds.json, copied to $WORK)
 # Single steps: alone | alone_split | spread | shared | cheats | span | profile (the perf checks alone, timed
-# step by step) | lag (busy cores against a timed matmul, scripts/host_lag_check.py). Every grade uses the
+# step by step) | lag (busy cores and GPU neighbours against a timed matmul, scripts/host_lag_check.py). Every grade uses the
 # hidden suite (all perf checks are there) to keep within the time.
 # part2's throughput line and alone-vs-shared table need part1's $WORK/alone on the same machine;
 # otherwise unpack both tarballs and run
@@ -159,8 +159,8 @@ profile() {   # the reference's perf checks alone in one checking run, each timi
   python scripts/perf_profile_summary.py "$WORK/profile.jsonl" "$WORK/profile.log" | tee "$WORK/profile.txt"
 }
 
-lag() {   # busy cores against the reference's timed 4096^3 matmuls
-  timeout "$(left 120)" python scripts/host_lag_check.py 2>&1 | grep "^HOST-LAG"
+lag() {   # busy cores and GPU neighbours against the reference's timed 4096^3 matmuls
+  timeout "$(left 300)" python scripts/host_lag_check.py 2>&1 | grep "^HOST-LAG"
 }
 
 span() {   # the side-stream cheat against the clean softmax, timed by the worker's own function

@@ -8,6 +8,12 @@ the checker times it, under each load in LOADS:
   compile      Triton compiles (LLVM and ptxas, as in a class's compile storm) on every other core;
   compile-smt  the same, sparing the timed core's SMT siblings;
   shared-core  one Python burner on the timed core itself.
+Neighbours on the GPU that a batch has and no lock covers (none launch kernels inside a timing round
+but `unlocked`, which shows what one that did would cost):
+  contexts     eight processes starting CUDA, taking 1 GiB and exiting, over and over (workers starting);
+  allocations  four processes taking and handing back 2 GiB of GPU memory, over and over;
+  smi          the proofs' nvidia-smi samplers (memory every 0.5 s, processes every 1 s);
+  unlocked     one process queueing 50 ms of matmuls every 200 ms, as a neighbour's undrained queue would.
 For each it prints the host's time to launch one call (the part a span to a device sync is charged
 when it outlasts the L2 flush), then the median and worst over ROUNDS timings of the events and the
 span to a device sync (the worker's account), and of the ratio: by each round's own claim, and as
@@ -38,7 +44,7 @@ from grader.modules import Modules, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUNDS = 5
-LOADS = ("idle", "compile", "shared-core", "compile-smt", "python")
+LOADS = ("idle", "compile", "shared-core", "compile-smt", "python", "contexts", "allocations", "smi", "unlocked")
 
 
 def burn_python(stop) -> None:
@@ -71,6 +77,44 @@ def burn_compile(stop) -> None:
     while not stop.is_set():
         step += 1
         scaled_sum.warmup(x, x, 1024, scale=float(step) + 0.5, BLOCK=1024, grid=(1,))
+
+
+def burn_contexts(stop) -> None:
+    """A CUDA context started, 1 GiB taken and the process gone, over and over: workers starting."""
+    import subprocess
+
+    start = "import torch; x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda'); torch.cuda.synchronize()"
+    while not stop.is_set():
+        subprocess.run([sys.executable, "-c", start], check=False)
+
+
+def burn_allocations(stop) -> None:
+    """2 GiB of GPU memory taken and handed back to the driver, over and over: no kernel launched."""
+    while not stop.is_set():
+        block = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+        del block
+        torch.cuda.empty_cache()
+
+
+def burn_smi(stop) -> None:
+    """The samplers scripts/gpu_proofs.sh runs beside a batch."""
+    import subprocess
+
+    queries = (["--query-gpu=memory.used", "-lms", "500"], ["--query-compute-apps=pid,used_memory", "-lms", "1000"])
+    samplers = [subprocess.Popen(["nvidia-smi", *query, "--format=csv,noheader,nounits"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for query in queries]
+    stop.wait()
+    for sampler in samplers:
+        sampler.kill()
+
+
+def burn_unlocked(stop) -> None:
+    """50 ms of matmuls queued every 200 ms and never waited for: a neighbour whose queue outlives its hold."""
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    while not stop.is_set():
+        for _ in range(250):
+            a @ a
+        time.sleep(0.2)
 
 
 def siblings(core: int) -> set[int]:
@@ -131,6 +175,11 @@ def burners(load: str, timed: int, cores: list[int]) -> list[tuple[object, set[i
         return [(burn_compile, {core}) for core in others if core not in siblings(timed)]
     if load == "shared-core":
         return [(burn_python, {timed})]
+    neighbours = {"contexts": (burn_contexts, 8), "allocations": (burn_allocations, 4), "smi": (burn_smi, 1),
+                  "unlocked": (burn_unlocked, 1)}
+    if load in neighbours:
+        target, count = neighbours[load]
+        return [(target, {core}) for core in others[:count]]
     return []
 
 
