@@ -37,6 +37,8 @@ MIN_WALL_WINDOW_MS the graded time becomes max(claim, (W / n - HOST_ALLOWANCE_MS
 - a short window whose bound would raise the claim is timed again on fresh sets (WALL_PASSES), and the
   quickest pass counts: each pass's W / n bounds the true cost from above, so the quickest does too,
   while an honest kernel's host, descheduled by neighbours' compiles, is slow in some passes only.
+  The passes after the first call WALL_LONG_FACTOR times as often: a stall of fixed length in every
+  pass (what a neighbour starting its CUDA context costs) is then spread over that many more calls.
 Not covered by the window: kernels cheaper than MIN_WALL_WINDOW_MS / MAX_WALL_CALLS per call (too
 short to see from outside), and memoised outputs (the window cycles over up to MAX_WALL_SETS distinct
 sets, WALL_INPUT_BUDGET_BYTES of them at most, and audits two of them at random).
@@ -98,7 +100,10 @@ MIN_WALL_WINDOW_MS = 80.0      # shorter windows are mostly transport overhead: 
 # neighbours' compiles slows some passes. H200, eight references at four per GPU: an honest 0.207 ms
 # fp16 matmul's one window ran 0.665 ms a call, bound 0.41 ms, ratio 0.48 instead of ~0.95. Only a
 # window shorter than WALL_REPEAT_BELOW_MS is timed again, so a forged claim costs the GPU little more.
+# H200, again: in one reference of eight, an honest 0.218 ms softmax ran 0.66 ms a call in all three
+# passes of 100 ms (about 200 ms more in each) while two submissions' six checking runs started.
 WALL_PASSES = 3
+WALL_LONG_FACTOR = 4           # passes after the first last this many times longer
 WALL_REPEAT_BELOW_MS = 5 * WALL_WINDOW_MS
 WALL_SLACK = 1.5               # graded time >= (window time per call - host allowance) / WALL_SLACK
 HOST_ALLOWANCE_MS = 0.05       # per-call host launch cost the window sees and do_bench's events do not
@@ -485,6 +490,7 @@ class WallWindow:
     wall_ms: float
     bound_ms: float | None             # lower bound put on the graded time; None when inconclusive
     passes: int = 1                    # windows timed (WALL_PASSES at most); this is the quickest
+    timed: list[tuple[int, float]] = field(default_factory=list)   # every pass: (calls, wall ms)
 
     @property
     def conclusive(self) -> bool:
@@ -549,7 +555,8 @@ class PerfResult:
         if self.window is not None:
             measured["wall_window"] = {"calls": self.window.calls, "input_sets": self.window.input_sets,
                                        "wall_ms": round(self.window.wall_ms, 3),
-                                       "bound_ms": self.window.bound_ms, "passes": self.window.passes}
+                                       "bound_ms": self.window.bound_ms, "passes": self.window.passes,
+                                       "timed": [[calls, round(ms, 3)] for calls, ms in self.window.timed]}
         if self.tflops is not None:
             measured["tflops"] = round(self.tflops, 2)
         if self.gbs is not None:
@@ -755,22 +762,25 @@ def _settled(measured, baselines, rounds) -> bool:
 
 
 def wall_window(impl, target, make_inputs, claimed_ms, check, clock, sync, audits) -> WallWindow:
-    """Time `calls` back-to-back calls from here, again (up to WALL_PASSES) while the bound would raise
-    the claim and the window was short, and keep the quickest pass; see the module docstring for what it
-    proves. The outputs' checks go to `audits`, to run after the GPU is given back."""
-    best = None
+    """Time `calls` back-to-back calls from here, again (up to WALL_PASSES, each WALL_LONG_FACTOR times
+    longer than the first) while the bound would raise the claim and the window was short, and keep
+    the quickest pass a call; see the module docstring for what it proves. The outputs' checks go to
+    `audits`, to run after the GPU is given back."""
+    best, timed = None, []
     for passes in range(1, WALL_PASSES + 1):
-        window = _window_pass(impl, target, make_inputs, claimed_ms, check, clock, sync, audits)
+        scale = 1 if passes == 1 else WALL_LONG_FACTOR
+        window = _window_pass(impl, target, make_inputs, claimed_ms, check, clock, sync, audits, scale)
+        timed.append((window.calls, window.wall_ms))
         if best is None or window.wall_ms / window.calls < best.wall_ms / best.calls:
             best = window
         if not best.conclusive or best.bound_ms <= claimed_ms or window.wall_ms >= WALL_REPEAT_BELOW_MS:
             break
-    best.passes = passes
+    best.passes, best.timed = passes, timed
     return best
 
 
-def _window_pass(impl, target, make_inputs, claimed_ms, check, clock, sync, audits) -> WallWindow:
-    calls = _clamp(math.ceil(WALL_WINDOW_MS / max(claimed_ms, 1e-6)), 2, MAX_WALL_CALLS)
+def _window_pass(impl, target, make_inputs, claimed_ms, check, clock, sync, audits, scale=1) -> WallWindow:
+    calls = _clamp(math.ceil(scale * WALL_WINDOW_MS / max(claimed_ms, 1e-6)), 2, scale * MAX_WALL_CALLS)
     first = tuple(make_inputs())
     per_set = max(1, _nbytes(first))
     n_sets = _clamp(min(calls, WALL_INPUT_BUDGET_BYTES // per_set), 1, MAX_WALL_SETS)

@@ -267,22 +267,23 @@ def test_the_quickest_span_never_raises_a_claim_and_needs_an_account():
 
 
 class StalledWindowImpl(FakeImpl):
-    """A worker whose host is descheduled for `stall_ms` during each of its first `stalls` windows."""
+    """A worker whose host is descheduled for `stall_ms` during each of its first `stalls` windows, and
+    then also for `per_call_ms` in each of their calls."""
 
-    def __init__(self, modules, clock, stall_ms, stalls):
+    def __init__(self, modules, clock, stall_ms, stalls, per_call_ms=0.0):
         super().__init__(modules, clock)
-        self.stall_ms, self.stalls, self.windows = stall_ms, stalls, 0
+        self.stall_ms, self.stalls, self.per_call_ms, self.windows = stall_ms, stalls, per_call_ms, 0
 
     def run(self, fn, *args):
         if fn is timing.call_repeatedly:
             self.windows += 1
             if self.windows <= self.stalls:
-                self.clock.advance(self.stall_ms)
+                self.clock.advance(self.stall_ms + self.per_call_ms * args[-1])
         return super().run(fn, *args)
 
 
-def _measure_with_stalled_windows(clock, stalls):
-    impl = StalledWindowImpl(kernel_module(clock, 2.0), clock, stall_ms=200.0, stalls=stalls)
+def _measure_with_stalled_windows(clock, stalls, stall_ms=200.0, per_call_ms=0.0):
+    impl = StalledWindowImpl(kernel_module(clock, 2.0), clock, stall_ms, stalls, per_call_ms)
     result = timing.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
                                   check=exact_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
                                   environment=lambda: [])
@@ -297,9 +298,19 @@ def test_a_window_slowed_by_a_stalled_host_is_timed_again_and_the_quickest_pass_
     assert result.as_record()["measured"]["wall_window"]["passes"] == 2      # said for staff
 
 
-def test_a_host_stalled_in_every_window_still_bounds_the_claim_after_the_last_pass(clock):
+def test_a_stall_in_every_window_is_spread_over_the_longer_passes_after_the_first(clock):
+    # 200 ms in each pass: 6 ms a call over the first pass's 50 calls, 3 ms over the second's 200
     result, windows = _measure_with_stalled_windows(clock, stalls=timing.WALL_PASSES)
-    assert windows == timing.WALL_PASSES and result.bound_applied
+    assert windows == 2 and not result.bound_applied and result.ratio == pytest.approx(0.5)
+    timed = result.as_record()["measured"]["wall_window"]["timed"]
+    assert timed == [[50, pytest.approx(300.0)], [50 * timing.WALL_LONG_FACTOR, pytest.approx(600.0)]]
+
+
+def test_a_host_slow_in_every_call_of_every_window_still_bounds_the_claim(clock):
+    # no pass is quick: each of its calls costs 4 ms more than the claim, however long the pass
+    result, windows = _measure_with_stalled_windows(clock, stalls=timing.WALL_PASSES, stall_ms=0.0,
+                                                    per_call_ms=4.0)
+    assert windows == 2 and result.bound_applied     # the long pass lasted past WALL_REPEAT_BELOW_MS
     assert result.submission_ms == pytest.approx((6.0 - timing.HOST_ALLOWANCE_MS) / timing.WALL_SLACK)
 
 
