@@ -14,6 +14,11 @@ but `unlocked`, which shows what one that did would cost):
   allocations  four processes taking and handing back 2 GiB of GPU memory, over and over;
   smi          the proofs' nvidia-smi samplers (memory every 0.5 s, processes every 1 s);
   unlocked     one process queueing 50 ms of matmuls every 200 ms, as a neighbour's undrained queue would.
+For each it also times the wall window (grader.timing's checker-timed calls) of the online softmax on
+512 x 262144 bf16, as in a perf check: 4 sets, 100 ms of calls, in this process and through CUDA IPC
+to a child as the checker hands sets to its worker, and the child's fixed cost of 2 calls: H200, eight
+references at 4 per GPU, one honest window ran 0.66 ms a call against 0.22 ms events in all three
+passes while six checking runs started.
 For each it prints the host's time to launch one call (the part a span to a device sync is charged
 when it outlasts the L2 flush), then the median and worst over ROUNDS timings of the events and the
 span to a device sync (the worker's account), and of the ratio: by each round's own claim, and as
@@ -164,6 +169,70 @@ def measure(modules, dtype, label: str) -> None:
           f"as graded {spread(graded, min)}", flush=True)
 
 
+WINDOW_SHAPE = (512, 262144)
+WINDOW_SETS = 4
+WINDOW_PASSES = 8
+
+
+def window_child(connection) -> None:
+    """The worker's side of an IPC window: open the sets, call the kernel, synchronize, say done."""
+    from torch.multiprocessing.reductions import rebuild_cuda_tensor
+
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    modules = Modules(resolve(str(ROOT / "solutions")))
+    while True:
+        message = connection.recv()
+        if message is None:
+            return
+        shared, calls = message
+        sets = [(rebuild_cuda_tensor(*handle),) for handle in shared]
+        timing.call_repeatedly(modules, "softmax.softmax_triton", sets, calls)
+        del sets
+        connection.send(True)
+
+
+def measure_window(modules, label: str) -> None:
+    from torch.multiprocessing.reductions import reduce_tensor
+
+    def fresh():
+        return [(torch.randn(*WINDOW_SHAPE, device="cuda", dtype=torch.bfloat16),) for _ in range(WINDOW_SETS)]
+
+    sets = fresh()
+    events = triton.testing.do_bench(lambda: modules.softmax.softmax_triton(sets[0][0]), return_mode="median")
+    calls = max(2, round(timing.WALL_WINDOW_MS / events))
+    here, there, fixed = [], [], []
+    context = multiprocessing.get_context("spawn")
+    parent, child_end = context.Pipe()
+    child = context.Process(target=window_child, args=(child_end,), daemon=True)
+    child.start()
+
+    def through_ipc(count: int) -> float:
+        copies = [inputs[0].clone() for inputs in fresh()]   # the checker hands over copies it owns
+        torch.cuda.synchronize()
+        began = time.perf_counter()
+        parent.send(([reduce_tensor(copy)[1] for copy in copies], count))
+        parent.recv()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - began) * 1e3
+
+    try:
+        through_ipc(2)                          # the child's start-up and first compile, untimed
+        for _ in range(WINDOW_PASSES):
+            sets = fresh()
+            torch.cuda.synchronize()
+            began = time.perf_counter()
+            timing.call_repeatedly(modules, "softmax.softmax_triton", sets, calls)
+            here.append((time.perf_counter() - began) * 1e3 / calls)
+            there.append(through_ipc(calls) / calls)
+            fixed.append(through_ipc(2))
+    finally:
+        parent.send(None)
+        child.join(timeout=10)
+    print(f"HOST-WINDOW {label}: events {events:.4f} ms, {calls} calls on {WINDOW_SETS} sets; ms a call here "
+          + " ".join(f"{ms:.3f}" for ms in here) + "; through IPC " + " ".join(f"{ms:.3f}" for ms in there)
+          + "; IPC 2 calls (ms) " + " ".join(f"{ms:.1f}" for ms in fixed), flush=True)
+
+
 def burners(load: str, timed: int, cores: list[int]) -> list[tuple[object, set[int]]]:
     """(burner, the cores it runs on) for `load`."""
     others = [core for core in cores if core != timed]
@@ -196,6 +265,7 @@ def run_load(modules, load: str, timed: int, cores: list[int]) -> None:
     try:
         for dtype in (torch.bfloat16, torch.float16):
             measure(modules, dtype, f"{load}({len(started)})")
+        measure_window(modules, f"{load}({len(started)})")
     finally:
         stop.set()
         for process in started:
