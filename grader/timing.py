@@ -37,8 +37,8 @@ MIN_WALL_WINDOW_MS the graded time becomes max(claim, (W / n - HOST_ALLOWANCE_MS
 - a short window whose bound would raise the claim is timed again on fresh sets (WALL_PASSES), and the
   quickest pass counts: each pass's W / n bounds the true cost from above, so the quickest does too,
   while an honest kernel's host, descheduled by neighbours' compiles, is slow in some passes only.
-  The passes after the first call WALL_LONG_FACTOR times as often: a stall of fixed length in every
-  pass (what a neighbour starting its CUDA context costs) is then spread over that many more calls.
+  Each pass after the first calls WALL_LONG_FACTOR times as often as the one before: a stall of fixed
+  length in every pass (70-200 ms on the H200 while neighbours start) is spread over more calls.
 Not covered by the window: kernels cheaper than MIN_WALL_WINDOW_MS / MAX_WALL_CALLS per call (too
 short to see from outside), and memoised outputs (the window cycles over up to MAX_WALL_SETS distinct
 sets, WALL_INPUT_BUDGET_BYTES of them at most, and audits two of them at random).
@@ -101,10 +101,11 @@ MIN_WALL_WINDOW_MS = 80.0      # shorter windows are mostly transport overhead: 
 # fp16 matmul's one window ran 0.665 ms a call, bound 0.41 ms, ratio 0.48 instead of ~0.95. Only a
 # window shorter than WALL_REPEAT_BELOW_MS is timed again, so a forged claim costs the GPU little more.
 # H200, again: in one reference of eight, an honest 0.218 ms softmax ran 0.66 ms a call in all three
-# passes of 100 ms (about 200 ms more in each) while two submissions' six checking runs started.
+# passes of 100 ms (about 200 ms more in each) while two submissions' six checking runs started; in
+# the batch after, 400 ms second passes took back four windows whose first pass would have bound them.
 WALL_PASSES = 3
-WALL_LONG_FACTOR = 4           # passes after the first last this many times longer
-WALL_REPEAT_BELOW_MS = 5 * WALL_WINDOW_MS
+WALL_LONG_FACTOR = 4           # each pass after the first lasts this many times longer than the last
+WALL_REPEAT_BELOW_MS = 5 * WALL_WINDOW_MS   # for the first pass; a longer pass, as many times more
 WALL_SLACK = 1.5               # graded time >= (window time per call - host allowance) / WALL_SLACK
 HOST_ALLOWANCE_MS = 0.05       # per-call host launch cost the window sees and do_bench's events do not
 MAX_WALL_CALLS = 2000
@@ -763,17 +764,17 @@ def _settled(measured, baselines, rounds) -> bool:
 
 def wall_window(impl, target, make_inputs, claimed_ms, check, clock, sync, audits) -> WallWindow:
     """Time `calls` back-to-back calls from here, again (up to WALL_PASSES, each WALL_LONG_FACTOR times
-    longer than the first) while the bound would raise the claim and the window was short, and keep
+    longer than the last) while the bound would raise the claim and the pass was short, and keep
     the quickest pass a call; see the module docstring for what it proves. The outputs' checks go to
     `audits`, to run after the GPU is given back."""
     best, timed = None, []
     for passes in range(1, WALL_PASSES + 1):
-        scale = 1 if passes == 1 else WALL_LONG_FACTOR
+        scale = WALL_LONG_FACTOR ** (passes - 1)
         window = _window_pass(impl, target, make_inputs, claimed_ms, check, clock, sync, audits, scale)
         timed.append((window.calls, window.wall_ms))
         if best is None or window.wall_ms / window.calls < best.wall_ms / best.calls:
             best = window
-        if not best.conclusive or best.bound_ms <= claimed_ms or window.wall_ms >= WALL_REPEAT_BELOW_MS:
+        if not best.conclusive or best.bound_ms <= claimed_ms or window.wall_ms >= scale * WALL_REPEAT_BELOW_MS:
             break
     best.passes, best.timed = passes, timed
     return best

@@ -306,11 +306,17 @@ def test_a_stall_in_every_window_is_spread_over_the_longer_passes_after_the_firs
     assert timed == [[50, pytest.approx(300.0)], [50 * timing.WALL_LONG_FACTOR, pytest.approx(600.0)]]
 
 
+def test_a_longer_stall_in_every_window_is_spread_over_the_third_and_longest_pass(clock):
+    # 300 ms in each pass: 3.5 ms a call over the second pass's 200 calls, 2.375 over the third's 800
+    result, windows = _measure_with_stalled_windows(clock, stalls=timing.WALL_PASSES, stall_ms=300.0)
+    assert windows == 3 and not result.bound_applied and result.ratio == pytest.approx(0.5)
+
+
 def test_a_host_slow_in_every_call_of_every_window_still_bounds_the_claim(clock):
     # no pass is quick: each of its calls costs 4 ms more than the claim, however long the pass
     result, windows = _measure_with_stalled_windows(clock, stalls=timing.WALL_PASSES, stall_ms=0.0,
                                                     per_call_ms=4.0)
-    assert windows == 2 and result.bound_applied     # the long pass lasted past WALL_REPEAT_BELOW_MS
+    assert windows == timing.WALL_PASSES and result.bound_applied
     assert result.submission_ms == pytest.approx((6.0 - timing.HOST_ALLOWANCE_MS) / timing.WALL_SLACK)
 
 
