@@ -18,11 +18,13 @@ torch = pytest.importorskip("torch")
 
 
 def tensor_inputs():
+    # 4096 elements: a refresh has 8192 states. At 64 (128 states) a timed call met a state the cheat
+    # had seen in about 1 run of 100, and the quickest round then counted that lucky hit.
     state = {"n": 0}
 
     def make():
         state["n"] += 1
-        return (torch.randn(64, generator=torch.Generator().manual_seed(state["n"])),)
+        return (torch.randn(4096, generator=torch.Generator().manual_seed(state["n"])),)
 
     return make
 
