@@ -6,7 +6,7 @@ Only checkers take the locks, never workers (they run student code and could hol
 - `shared()` around every call into the worker: ordinary GPU work of N submissions overlaps;
 - `exclusive()` around a perf check's timing rounds: while it is held, no other submission's checker
   is inside a worker call, so no other submission's kernel is launched (compiles and CPU work go on);
-- `set_aside()` while the worker compiles a Triton kernel (it says so, grader.compile_notices): a compile is CPU
+- `set_aside()` while the worker compiles a Triton kernel (it says so, grader.worker.compile_notices): a compile is CPU
   work of seconds, and a hold kept through it made every timing round of the other submissions wait
   for it, which serialised a shared GPU (four references at --per-gpu 4 took longer than one after
   another). The hold is taken again, through the turnstile, before the worker may launch anything.
@@ -86,7 +86,7 @@ class GpuLock:
         self.totals = LockTotals()
         self.intervals: list[tuple[str, float, float]] = []   # (one of INTERVAL_KINDS, start, end)
 
-    lends_compiles = True          # the worker should say when it compiles (grader.compile_notices)
+    lends_compiles = True          # the worker should say when it compiles (grader.worker.compile_notices)
 
     @contextlib.contextmanager
     def shared(self, wait_s: float = SHARED_WAIT_S):
@@ -222,7 +222,7 @@ class GpuLock:
 
 def drain_this_process() -> None:
     """Wait for this process's GPU work (all its streams) to finish, if it has started CUDA at all."""
-    from grader.guarded_call import synchronize
+    from grader.worker.guarded_call import synchronize
 
     synchronize()
 

@@ -1,10 +1,10 @@
 """The implementation under test, behind one API in two modes.
 
-`resolve(name_or_path)` (grader.modules) says where the modules are. Tests get an `Impl`:
+`resolve(name_or_path)` (grader.worker.modules) says where the modules are. Tests get an `Impl`:
 - `InProcessImpl` imports the student's modules into the test process (a student's local `make test`:
   prints and breakpoints work);
-- `IsolatedImpl` imports nothing: every call crosses to a worker process (`grader.worker`) and comes
-  back as plain, checker-owned values (`grader.channel`, `grader.shared_tensors`). Grading always
+- `IsolatedImpl` imports nothing: every call crosses to a worker process (`grader.worker.process`) and comes
+  back as plain, checker-owned values (`grader.worker.channel`, `grader.worker.shared_tensors`). Grading always
   uses it.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import gpu_lock
-from grader.modules import MODULES, ImplSpec, ModuleMissing, Modules, resolve
+from grader.worker.modules import MODULES, ImplSpec, ModuleMissing, Modules, resolve
 
 DEFAULT_CALL_TIMEOUT = float(os.environ.get("GRADER_CALL_TIMEOUT", "300"))
 STARTUP_TIMEOUT = 120.0
@@ -190,7 +190,7 @@ class InProcessImpl(Impl):
 
     def _request(self, kind, target, args, kwargs):
         __tracebackhide__ = True  # noqa: F841
-        from grader.guarded_call import execute
+        from grader.worker.guarded_call import execute
 
         rules = (self._rules.forbid, self._rules.require_triton)
         result, claims = execute(self.modules, kind, target, args, kwargs, rules)
@@ -215,7 +215,7 @@ class IsolatedImpl(Impl):
 
     def _request(self, kind, target, args, kwargs):
         __tracebackhide__ = True  # noqa: F841
-        from grader import channel
+        from grader.worker import channel
 
         name = _called_name(kind, target, args)
         if name in self._hung:
@@ -249,9 +249,9 @@ class IsolatedImpl(Impl):
 
     def _past_compiles(self, reply, deadline: float):
         """Serve the worker's compile notices until its reply: while it compiles, the GPU lock goes to
-        the other submissions on this GPU (grader.compile_notices). Waiting to get it back is not the
+        the other submissions on this GPU (grader.worker.compile_notices). Waiting to get it back is not the
         student's time, so the call's deadline moves by that wait."""
-        from grader import channel
+        from grader.worker import channel
 
         lock = gpu_lock.current()
         while isinstance(reply, (channel.Compiling, channel.Compiled)):
@@ -265,7 +265,7 @@ class IsolatedImpl(Impl):
         return reply, deadline
 
     def _send(self, message) -> None:
-        from grader import channel
+        from grader.worker import channel
 
         data = self._transport.dump_request(message)
         try:
@@ -275,7 +275,7 @@ class IsolatedImpl(Impl):
             raise WorkerLost(f"the process running your code died (exit code {code})") from None
 
     def _next_reply(self, deadline: float):
-        from grader import channel
+        from grader.worker import channel
 
         data = self._receive(max(0.0, deadline - time.monotonic()), "your code did not return",
                              self.call_timeout)
@@ -285,7 +285,7 @@ class IsolatedImpl(Impl):
         """One whole reply within `timeout` seconds, or the worker is stopped (a stalled frame too)."""
         import threading
 
-        from grader import channel
+        from grader.worker import channel
 
         box = {}
 
@@ -345,7 +345,7 @@ class IsolatedImpl(Impl):
             self._spawn()
         if not self._ready:
             # Start-up (importing torch and Triton) is not the student's time: wait for "ready" apart.
-            from grader import channel
+            from grader.worker import channel
 
             if not isinstance(channel.read_reply(self._receive(STARTUP_TIMEOUT, "the worker did not start")),
                               channel.Ready):
@@ -359,8 +359,9 @@ class IsolatedImpl(Impl):
         import socket
         import subprocess
 
-        from grader import channel, worker
-        from grader.shared_tensors import CheckerTransport
+        from grader.worker import channel
+        from grader.worker import process as worker
+        from grader.worker.shared_tensors import CheckerTransport
 
         if self._transport is None:
             self._transport = CheckerTransport()

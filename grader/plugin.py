@@ -128,10 +128,10 @@ def pytest_collection_modifyitems(session, config, items):
 def pytest_collection_finish(session):
     """Grading: every hidden test module is in memory now, so their disposable copy is emptied before
     any student code runs (the worker imports the student's modules on its first call, in a test),
-    and no folder student code can write stays on this process's import path (grader.import_path)."""
+    and no folder student code can write stays on this process's import path (grader.worker.import_path)."""
     if session.config.getoption("--isolate"):
         disposable.empty_named_copy()
-        from grader import import_path
+        from grader.worker import import_path
 
         import_path.seal({str(Path(str(item.path)).parent) for item in session.items})
 
@@ -317,7 +317,7 @@ def _test_line(item, call) -> str:
 
 def _is_failure(call) -> bool:
     """pytest.fail() and the channel's refusals are failures of the submission, not of the harness."""
-    from grader.channel import ChannelError
+    from grader.worker.channel import ChannelError
 
     return call.excinfo.errisinstance((pytest.fail.Exception, ChannelError))
 

@@ -612,7 +612,7 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
     # Compile and autotune once, untimed, with the clocks already up (an autotuner timing configs on an
     # idle GPU's ramping clocks picks a different config from run to run). With the GPU alone by
     # default, so an autotuner's own timings are not a neighbour's noise; its compiles, CPU work, lend
-    # the lock to the other submissions on this GPU (grader.compile_notices).
+    # the lock to the other submissions on this GPU (grader.worker.compile_notices).
     warm_shared = os.environ.get(WARMUP_ENV, "exclusive") == "shared"
     reasons, audits, phases = [], [], {}
     alone_before = _lock_total(lock, "alone_s")

@@ -1,4 +1,4 @@
-"""What a worker round trip costs with the checker-laid-out transport (grader.shared_tensors), on CPU
+"""What a worker round trip costs with the checker-laid-out transport (grader.worker.shared_tensors), on CPU
 and, where present, CUDA: wall ms of a call that receives tensors and returns them, per payload size.
 
     PYTHONPATH=. python scripts/channel_transport_cost.py
@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from grader.impl import IsolatedImpl
-from grader.modules import resolve
+from grader.worker.modules import resolve
 
 ECHO = "def echo(*tensors):\n    return [t.clone() for t in tensors]\n"
 

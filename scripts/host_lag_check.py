@@ -51,7 +51,7 @@ import torch
 import triton.testing
 
 from grader import timing
-from grader.modules import Modules, resolve
+from grader.worker.modules import Modules, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUNDS = 5

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from grader import timing
-from grader.modules import Modules, resolve
+from grader.worker.modules import Modules, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -50,7 +50,7 @@ def test_every_kernel_has_benchmarks_with_a_graded_baseline():
 def test_every_target_names_a_function_the_solutions_define():
     import importlib
 
-    from grader.modules import Modules, resolve
+    from grader.worker.modules import Modules, resolve
 
     modules = Modules(resolve("solutions"))
     for case in benchmarks():

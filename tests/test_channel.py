@@ -10,9 +10,9 @@ import pickle
 import pytest
 import torch
 
-from grader import channel
-from grader.channel import ChannelError, encode_value, read_reply
-from grader.shared_tensors import CheckerTransport, WorkerTransport
+from grader.worker import channel
+from grader.worker.channel import ChannelError, encode_value, read_reply
+from grader.worker.shared_tensors import CheckerTransport, WorkerTransport
 
 
 class LyingTensor(torch.Tensor):
@@ -179,7 +179,7 @@ def test_spawning_side_imports_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from grader import channel, impl, shared_tensors; shared_tensors.CheckerTransport(); "
+    code = ("import sys; from grader import impl; from grader.worker import channel, shared_tensors; shared_tensors.CheckerTransport(); "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr

@@ -1,5 +1,5 @@
 """While a worker compiles a Triton kernel, its checker lends the GPU lock to other submissions on that
-GPU (grader.compile_notices, grader.gpu_lock.set_aside); it has the lock back before anything launches.
+GPU (grader.worker.compile_notices, grader.gpu_lock.set_aside); it has the lock back before anything launches.
 
 The "compile" here is the worker calling Triton's two compile hooks itself, as Triton does around a
 real compile (the interpreter never compiles); the probe is a non-blocking exclusive flock on the
@@ -11,7 +11,7 @@ import pytest
 
 from grader import gpu_lock
 from grader.impl import IsolatedImpl
-from grader.modules import resolve
+from grader.worker.modules import resolve
 
 PROBING_SUBMISSION = '''
 import fcntl, os, time
@@ -128,7 +128,7 @@ def test_compiles_in_several_threads_keep_the_channel_in_step(probing_impl, shar
 
 def test_the_worker_drains_its_queued_kernels_before_it_says_it_compiles(monkeypatch):
     # the checker lends the GPU on "compiling": kernels still queued would run inside a neighbour's hold
-    from grader import channel, compile_notices, guarded_call
+    from grader.worker import channel, compile_notices, guarded_call
 
     order = []
     monkeypatch.setattr(guarded_call, "synchronize", lambda: order.append("drained"))

@@ -23,7 +23,7 @@ import torch
 from grader import disposable
 from grader.grade.runner import Settings, build_checker_tree
 from grader.impl import InProcessImpl, IsolatedImpl
-from grader.modules import resolve
+from grader.worker.modules import resolve
 
 REPO = Path(__file__).resolve().parent.parent
 

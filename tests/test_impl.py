@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.channel import ChannelError
 from grader.guards import MATMUL_OPS, ForbiddenOpError
 from grader.impl import InProcessImpl, IsolatedImpl, RuleViolation, StudentCodeError
-from grader.modules import REPO_ROOT, ModuleMissing, resolve
 from grader.testing import raises_from_student
+from grader.worker.channel import ChannelError
+from grader.worker.modules import REPO_ROOT, ModuleMissing, resolve
 
 FAKE_SOFTMAX = textwrap.dedent('''
     """A fake submission: one function per behaviour the harness must handle."""
@@ -437,7 +437,7 @@ def test_isolated_call_after_a_refused_reply_gets_its_own_answer(isolated):
 
 def test_isolated_call_after_a_reply_buffer_the_checker_could_not_allocate_gets_its_own_answer(
         isolated, monkeypatch):
-    from grader import shared_tensors
+    from grader.worker import shared_tensors
 
     isolated._kill()
     try:

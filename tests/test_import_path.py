@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from grader import import_path
+from grader.worker import import_path
 
 
 def test_working_folder_and_suite_folders_are_unsafe(tmp_path):

@@ -183,7 +183,7 @@ def test_student_sees_their_frames_not_the_harness(fake_run, request):
         assert "Traceback (your code only)" in raised and "softmax.py" in raised, raised
         assert "test_fake.py:" in raised, raised   # the test's line that made the call
     output = done.stdout.str()
-    for noise in ("grader/impl.py", "grader/worker.py", "_ModuleProxy", "<lambda>"):
+    for noise in ("grader/impl.py", "grader/worker/process.py", "_ModuleProxy", "<lambda>"):
         assert noise not in output, f"{noise!r} in the student's output:\n{output[-4000:]}"
     assert "softmax.wrong(" in output   # the assertion names the student's function
 

@@ -45,7 +45,7 @@ class LocalImpl:
 
     def __init__(self, name_or_path: str):
         from grader.errors import GraderError
-        from grader.modules import Modules, resolve
+        from grader.worker.modules import Modules, resolve
 
         self.label = name_or_path
         try:

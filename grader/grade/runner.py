@@ -35,7 +35,7 @@ from pathlib import Path
 import click
 
 import grader
-from grader import disposable, gpu_lock, layout, timing_cores, worker
+from grader import disposable, gpu_lock, layout, timing_cores
 from grader.errors import BadSubmission, GraderError
 from grader.grade import containment, gpu_sharing, parts, preflight, sandbox, seats, submission
 from grader.grade.checking_run import (
@@ -63,6 +63,7 @@ from grader.report.model import (
     unscored_result,
     withhold,
 )
+from grader.worker import process as worker
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SUITE_DIRS = {"public": ("tests_public",), "hidden": ("tests_hidden",), "all": ("tests_public", "tests_hidden")}

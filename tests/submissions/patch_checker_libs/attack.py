@@ -8,7 +8,7 @@ import time as _time
 import numpy as _numpy
 import pytest as _pytest
 
-import grader.channel as _channel
+import grader.worker.channel as _channel
 import grader.numerics as _numerics
 import grader.plugin as _plugin
 import grader.testing as _testing

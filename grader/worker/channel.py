@@ -6,7 +6,7 @@ anyway, so nothing it unpickles is a new risk. Worker to checker, every message 
 `Refused`, checking
 each field's type: no byte the worker sends is ever unpickled or run here, and errors come back as
 text, never as objects. Reply tensors are raw bytes in memory the checker laid out
-(grader.shared_tensors); the JSON only says which buffer, shape and strides. What comes back is
+(grader.worker.shared_tensors); the JSON only says which buffer, shape and strides. What comes back is
 plain values and exact `torch.Tensor`s the checker owns.
 """
 
@@ -17,7 +17,7 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from grader.shared_tensors import MAX_DIMS, TransportError, dtype_name, dtypes, parse_device
+from grader.worker.shared_tensors import MAX_DIMS, TransportError, dtype_name, dtypes, parse_device
 
 FRAME = struct.Struct("!i")
 MAX_REPLY_FRAME = 64 << 20        # bytes of JSON per reply: values and tensor metadata, not tensor data
@@ -62,7 +62,7 @@ def _recv_exactly(sock: socket.socket, count: int) -> bytes:
 
 @dataclass(frozen=True)
 class Setup:
-    spec: object                  # grader.modules.ImplSpec
+    spec: object                  # grader.worker.modules.ImplSpec
     extra_sys_path: tuple
     scratch: str | None
     compile_notices: bool = False  # say when a Triton compile starts and ends (a GPU shared by submissions)
@@ -80,7 +80,7 @@ class Call:
 
 @dataclass(frozen=True)
 class Buffers:
-    placements: list              # where each asked-for reply tensor goes (grader.shared_tensors)
+    placements: list              # where each asked-for reply tensor goes (grader.worker.shared_tensors)
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ def encode_value(value, tensors: list, depth: int = 0):
 
 def read_reply(data: bytes, transport=None):
     """Checker side, the one reader: a message object, or ChannelError. `transport`
-    (grader.shared_tensors.CheckerTransport) turns tensor references into checker-owned tensors."""
+    (grader.worker.shared_tensors.CheckerTransport) turns tensor references into checker-owned tensors."""
     try:
         message = json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError) as error:  # not JSON: garbage, truncated or hostile bytes

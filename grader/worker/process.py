@@ -1,10 +1,10 @@
 """The worker: the only process that imports and runs the student's code.
 
 The checker starts it as a plain subprocess (`launch_argv`) holding three descriptors: its end of a
-socket pair, and the two memory files tensors cross in (grader.shared_tensors). It inherits no key
+socket pair, and the two memory files tensors cross in (grader.worker.shared_tensors). It inherits no key
 and no listener of the checker's. It serves requests over the socket: call a module function, or
 run a harness function next to the student modules (`run`), each under the guards the checker asked
-for (grader.guarded_call). Replies are JSON messages (grader.channel); nothing the worker says is
+for (grader.worker.guarded_call). Replies are JSON messages (grader.worker.channel); nothing the worker says is
 trusted beyond what the checker can verify.
 """
 
@@ -21,19 +21,20 @@ from grader.errors import not_implemented_cause
 
 MAX_TRACEBACK = 4000
 MEMORY_ENV = "GRADER_WORKER_MEMORY_MB"   # set by the runner; unset (a student's make test): no cap
-_LAUNCHER = "import sys; sys.path.insert(0, sys.argv[1]); from grader.worker import serve; serve(*sys.argv[2:])"
+_LAUNCHER = "import sys; sys.path.insert(0, sys.argv[1]); from grader.worker.process import serve; serve(*sys.argv[2:])"
 
 
 def launch_argv(channel_fd: int, arguments_fd: int, replies_fd: int) -> list[str]:
     """The worker's command line: the grader's own folder first, so it is this grader that runs."""
-    grader_root = str(Path(__file__).resolve().parent.parent)
+    grader_root = str(Path(__file__).resolve().parents[2])
     return [sys.executable, "-c", _LAUNCHER, grader_root, str(channel_fd), str(arguments_fd), str(replies_fd)]
 
 
 def serve(channel_fd, arguments_fd, replies_fd) -> None:
     """Entry point of the worker process."""
     limit_memory(int(os.environ.get(MEMORY_ENV) or 0))
-    from grader import channel, devices
+    from grader import devices
+    from grader.worker import channel
 
     sock = socket.socket(fileno=int(channel_fd))
     import pickle
@@ -46,9 +47,9 @@ def serve(channel_fd, arguments_fd, replies_fd) -> None:
 
     timing.capture_device_sync()  # torch's own synchronize, kept before student code can rebind it
 
-    from grader.compile_notices import CompileNotices
-    from grader.modules import Modules
-    from grader.shared_tensors import WorkerTransport
+    from grader.worker.compile_notices import CompileNotices
+    from grader.worker.modules import Modules
+    from grader.worker.shared_tensors import WorkerTransport
 
     sys.path[:0] = [p for p in setup.extra_sys_path if p not in sys.path]
     if setup.scratch:
@@ -83,8 +84,8 @@ def limit_memory(megabytes: int) -> None:
 
 def _answer(sock, transport, modules, request) -> bool:
     """Run one request and send its reply; True when this worker's CUDA context is broken."""
-    from grader import channel
-    from grader.guarded_call import execute
+    from grader.worker import channel
+    from grader.worker.guarded_call import execute
 
     try:
         result, claims = execute(modules, request.kind, request.target, request.args, request.kwargs,
@@ -107,7 +108,7 @@ def _answer(sock, transport, modules, request) -> bool:
 
 def _deliver(sock, transport, result, claims) -> None:
     """The result's tensors into buffers the checker allocates on request, then the value as JSON."""
-    from grader import channel
+    from grader.worker import channel
 
     tensors: list = []
     try:
@@ -135,7 +136,7 @@ def _memory_cap_note(text: str) -> str:
 def _cuda_broken() -> bool:
     """After a CUDA fault (illegal address, launch failure) every later CUDA call in this process
     fails with the same error: only a new process gets a working context."""
-    from grader.guarded_call import synchronize
+    from grader.worker.guarded_call import synchronize
 
     try:
         synchronize()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MODULES = ("accounting", "mixed_precision", "softmax", "matmul", "flash_attention")
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SUBMISSION_PACKAGE = "assignment"   # a submission folder is imported under the name students use
 
 

@@ -9,7 +9,7 @@ The checker lays out all shared memory itself and only ever reads raw bytes back
   opens them, never the other way round. An argument is a checker-owned copy; a reply is copied by
   the worker into a buffer the checker allocated on request, and cloned by the checker afterwards.
 Every tensor crosses as its storage span (the elements its view reaches) plus shape and strides, so
-non-contiguous layouts arrive as they were. The metadata of replies travels as JSON (grader.channel).
+non-contiguous layouts arrive as they were. The metadata of replies travels as JSON (grader.worker.channel).
 """
 
 from __future__ import annotations

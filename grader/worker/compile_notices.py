@@ -36,8 +36,8 @@ class CompileNotices:
         self.compiling = False   # a compile that raised never reached `after`
 
     def before(self, **_):
-        from grader import channel
-        from grader.guarded_call import synchronize
+        from grader.worker import channel
+        from grader.worker.guarded_call import synchronize
 
         with self.turn:
             if not self.compiling:
@@ -47,7 +47,7 @@ class CompileNotices:
         return None              # a true value would tell Triton to skip the compile
 
     def after(self, **_):
-        from grader import channel
+        from grader.worker import channel
 
         with self.turn:
             if self.compiling:       # another thread's compile may still run: it just lends no more
