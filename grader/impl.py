@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import gpu_lock
+from grader.perf import gpu_lock
 from grader.worker.modules import MODULES, ImplSpec, ModuleMissing, Modules, resolve
 
 DEFAULT_CALL_TIMEOUT = float(os.environ.get("GRADER_CALL_TIMEOUT", "300"))
@@ -330,7 +330,7 @@ class IsolatedImpl(Impl):
 
     @property
     def worker_pid(self) -> int | None:
-        """The worker's pid, for grader.timing to pause it while the checker times baselines."""
+        """The worker's pid, for grader.perf.timing to pause it while the checker times baselines."""
         process = self._process
         return process.pid if process is not None and process.poll() is None else None
 

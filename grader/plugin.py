@@ -41,7 +41,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    from grader import gpu_lock
+    from grader.perf import gpu_lock
 
     gpu_lock.current()   # takes the GPU lock's fds and makes them non-inheritable before a worker spawns
     early_worker = None
@@ -138,7 +138,7 @@ def pytest_collection_finish(session):
 
 def _environment(policy) -> dict:
     """The fingerprint every grade carries; throughput is measured only where it can matter (GPU)."""
-    from grader.environment import fingerprint
+    from grader.perf.environment import fingerprint
 
     try:
         return {"device": policy.reason, **fingerprint(measure=policy.on_gpu)}
@@ -222,8 +222,8 @@ def record_perf(request):
 def pytest_runtest_call(item):
     """An ordinary test holds its GPU's shared lock throughout (its worker calls and the checker's own
     reference maths), so a neighbour's perf check times alone; a perf test takes the lock itself, shared
-    for its warm-up and exclusively for its rounds (grader.timing)."""
-    from grader import gpu_lock
+    for its warm-up and exclusively for its rounds (grader.perf.timing)."""
+    from grader.perf import gpu_lock
 
     if item.get_closest_marker("perf"):
         return (yield)
@@ -235,7 +235,7 @@ def pytest_runtest_call(item):
 def pytest_runtest_setup(item):
     """Fixtures put inputs and references on the GPU too, set up or torn down: never while a neighbour's
     perf check times."""
-    from grader import gpu_lock
+    from grader.perf import gpu_lock
 
     with gpu_lock.shared():
         return (yield)
@@ -374,7 +374,7 @@ class GradingRun:
         if self.worker is not None:
             self.worker.close()  # also when no test asked for it (everything deselected or skipped)
         if self.stream is not None:
-            from grader import gpu_lock
+            from grader.perf import gpu_lock
 
             lock_summary = gpu_lock.current().summary()
             if lock_summary is not None:
@@ -391,7 +391,7 @@ class GradingRun:
 
 def _write_gpu_lock_totals(terminalreporter) -> None:
     """On a GPU shared with other submissions: what waiting for it cost, and what compiles lent out."""
-    from grader import gpu_lock
+    from grader.perf import gpu_lock
 
     totals = gpu_lock.current().totals
     if totals is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from grader.gpu_lock import INTERVAL_KINDS, MAX_INTERVALS
+from grader.perf.gpu_lock import INTERVAL_KINDS, MAX_INTERVALS
 
 FORMAT_VERSION = 1
 MESSAGE_LIMIT = 4000        # characters of a test's message kept when read back
@@ -71,7 +71,7 @@ def record_line(record: TestRecord) -> str:
 
 
 def gpu_lock_line(summary: dict) -> str:
-    """What the GPU's lock cost the run, and its timeline (grader.gpu_lock.GpuLock.summary)."""
+    """What the GPU's lock cost the run, and its timeline (grader.perf.gpu_lock.GpuLock.summary)."""
     return json.dumps({"type": "gpu_lock", **summary})
 
 

@@ -1,7 +1,7 @@
 """What the runs sharing a GPU waited for, from the lock timelines their results keep (`gpu_lock`).
 
 Every checking run on a shared GPU records its waits, holds and lends on the host's monotonic clock
-(grader.gpu_lock). Laid side by side, they say for each run how long it waited to share the GPU while
+(grader.perf.gpu_lock). Laid side by side, they say for each run how long it waited to share the GPU while
 a neighbour had it alone (that neighbour's perf check timing), while a neighbour only waited for it
 alone (the turnstile holds new sharers back then), and otherwise; and for the batch how much of the
 time some run had the GPU alone, some shared it, or none held it at all.

@@ -1,6 +1,6 @@
 """On a GPU: what slows the host of an honest kernel's timed calls?
 
-Times the reference's 4096^3 matmuls with the worker's own timing function (grader.timing.time_kernel,
+Times the reference's 4096^3 matmuls with the worker's own timing function (grader.perf.timing.time_kernel,
 in this process, pinned to one core as the grader pins a perf check's rounds) against cuBLAS timed as
 the checker times it, under each load in LOADS:
   idle         nothing else runs;
@@ -14,7 +14,7 @@ but `unlocked`, which shows what one that did would cost):
   allocations  four processes taking and handing back 2 GiB of GPU memory, over and over;
   smi          the proofs' nvidia-smi samplers (memory every 0.5 s, processes every 1 s);
   unlocked     one process queueing 50 ms of matmuls every 200 ms, as a neighbour's undrained queue would.
-For each it also times the wall window (grader.timing's checker-timed calls) of the online softmax on
+For each it also times the wall window (grader.perf.timing's checker-timed calls) of the online softmax on
 512 x 262144 bf16, as in a perf check: 4 sets, 100 ms of calls, in this process and through CUDA IPC
 to a child as the checker hands sets to its worker, and the child's fixed cost of 2 calls: H200, eight
 references at 4 per GPU, one honest window ran 0.66 ms a call against 0.22 ms events in all three
@@ -22,7 +22,7 @@ passes while six checking runs started.
 For each it prints the host's time to launch one call (the part a span to a device sync is charged
 when it outlasts the L2 flush), then the median and worst over ROUNDS timings of the events and the
 span to a device sync (the worker's account), and of the ratio: by each round's own claim, and as
-graded (grader.timing.graded_claims).
+graded (grader.perf.timing.graded_claims).
 
 The window, H200, 2026-12-03 (ms a call, events 0.217-0.234): in-process 0.215-0.234 under every
 load; through IPC 0.218-0.220 idle, 0.22-0.45 with contexts starting, 0.37-0.43 with allocations,
@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 import triton.testing
 
-from grader import timing
+from grader.perf import timing
 from grader.worker.modules import Modules, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -286,7 +286,7 @@ def main() -> int:
         return 2
     loads = sys.argv[1:] or list(LOADS)
     cores = sorted(os.sched_getaffinity(0))
-    timed = cores[0]                      # the grader keeps the first core for timing (grader.timing_cores)
+    timed = cores[0]                      # the grader keeps the first core for timing (grader.perf.cores)
     print(f"HOST-LAG cores {len(cores)}, timed on {timed}, its SMT siblings {sorted(siblings(timed))}", flush=True)
     os.sched_setaffinity(0, {timed})
     timing.capture_device_sync()

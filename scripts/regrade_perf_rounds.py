@@ -3,7 +3,7 @@
 Every perf record keeps its rounds: the worker's claim, the baselines, and the worker's account of the
 claim (events, span to a device sync). This reads each `result.json` under the folders given and prints
 every perf test whose recorded ratio differs from the ratio the current rule
-(`grader.timing.graded_claims`, `grader.timing.quickest_ratio`) gives the same rounds. No GPU needed:
+(`grader.perf.timing.graded_claims`, `grader.perf.timing.quickest_ratio`) gives the same rounds. No GPU needed:
 it is how a change to the rule is measured on what an H200 batch really recorded.
 
 Usage: PYTHONPATH=. python scripts/regrade_perf_rounds.py RESULTS_DIR [RESULTS_DIR ...]
@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from grader import timing
+from grader.perf import timing
 
 MOVED = 0.005
 

@@ -1,4 +1,4 @@
-"""On a GPU: does the synchronised span still catch work hidden on a side stream? (grader.timing)
+"""On a GPU: does the synchronised span still catch work hidden on a side stream? (grader.perf.timing)
 
 Times the reference softmax and the `timing_side_stream` gallery cheat (the same kernel, launched on
 a stream nothing waits for) with the worker's own timing function, in this process, and prints each
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from grader import timing
+from grader.perf import timing
 from grader.worker.modules import Modules, resolve
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""Fakes for testing grader.timing and grader.bench.kernels without a GPU.
+"""Fakes for testing grader.perf.timing and grader.bench.kernels without a GPU.
 
 A fake clock stands in for time, a clock-reading fake for do_bench, and a fake impl runs the
 worker-side functions in this process, as the in-process impl does.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import types
 
-from grader import timing
+from grader.perf import timing
 
 
 class FakeClock:

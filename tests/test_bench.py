@@ -13,8 +13,8 @@ from grader.bench import kernels as bench
 from grader.benchmarks import KERNELS, Benchmark, benchmarks
 from grader.cli import main
 from grader.errors import GraderError
+from grader.perf.timing import PerfResult
 from grader.points import load_points
-from grader.timing import PerfResult
 
 torch = pytest.importorskip("torch")
 needs_cpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without a GPU")

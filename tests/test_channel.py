@@ -179,7 +179,7 @@ def test_spawning_side_imports_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from grader import impl; from grader.worker import channel, shared_tensors; shared_tensors.CheckerTransport(); "
-            "print('torch' in sys.modules)")
+    code = ("import sys; from grader import impl; from grader.worker import channel, shared_tensors; "
+            "shared_tensors.CheckerTransport(); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr

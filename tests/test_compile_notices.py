@@ -1,5 +1,5 @@
 """While a worker compiles a Triton kernel, its checker lends the GPU lock to other submissions on that
-GPU (grader.worker.compile_notices, grader.gpu_lock.set_aside); it has the lock back before anything launches.
+GPU (grader.worker.compile_notices, grader.perf.gpu_lock.set_aside); it has the lock back before anything launches.
 
 The "compile" here is the worker calling Triton's two compile hooks itself, as Triton does around a
 real compile (the interpreter never compiles); the probe is a non-blocking exclusive flock on the
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from grader import gpu_lock
 from grader.impl import IsolatedImpl
+from grader.perf import gpu_lock
 from grader.worker.modules import resolve
 
 PROBING_SUBMISSION = '''

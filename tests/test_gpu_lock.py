@@ -1,4 +1,4 @@
-"""The per-GPU lock (grader.gpu_lock): real processes, real flock, no GPU needed."""
+"""The per-GPU lock (grader.perf.gpu_lock): real processes, real flock, no GPU needed."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from grader import gpu_lock, results
+from grader import results
+from grader.perf import gpu_lock
 
 CONTEXT = multiprocessing.get_context("fork")
 

@@ -9,11 +9,11 @@ import types
 import pytest
 from perf_fakes import FakeImpl, clock_bench, counter_inputs, exact_check
 
-from grader import gpu_lock, timing
+from grader.perf import gpu_lock, timing
 
 
 class RecordingLock:
-    """Stands in for grader.gpu_lock: records what runs while it is held exclusively."""
+    """Stands in for grader.perf.gpu_lock: records what runs while it is held exclusively."""
 
     def __init__(self, waited_out=False):
         self.exclusive_now = False
@@ -251,7 +251,7 @@ def test_a_gpu_not_had_back_after_a_warm_up_compile_asks_for_a_retry(clock):
 
 
 def test_other_submissions_processes_are_no_reason_to_retry_while_the_gpu_is_ours(monkeypatch):
-    from grader import environment
+    from grader.perf import environment
 
     lock = RecordingLock()
     monkeypatch.setattr(gpu_lock, "current", lambda: lock)

@@ -207,7 +207,7 @@ SHARED_GPU_CONFTEST = textwrap.dedent('''
     import os
     from pathlib import Path
 
-    from grader import gpu_lock
+    from grader.perf import gpu_lock
 
     fds = gpu_lock.open_for_child(Path(__file__).parent / "locks", "0")
     os.environ[gpu_lock.FDS_ENV] = gpu_lock.env_value(fds)

@@ -608,7 +608,7 @@ def test_gpu_memory_comes_from_nvidia_smi_and_is_none_without_it():
 
 LOCK_PROBE = """
 import os, sys
-from grader import gpu_lock
+from grader.perf import gpu_lock
 lock = gpu_lock.current()
 fds = [int(part) for part in os.environ[gpu_lock.FDS_ENV].split(",")]
 with lock.exclusive(wait_s=0.5) as hold:

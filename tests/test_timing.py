@@ -1,4 +1,4 @@
-"""grader.timing on CPU: alternation, each side's quickest round, ratios, the wall-clock bound and retry flags.
+"""grader.perf.timing on CPU: alternation, each side's quickest round, ratios, the wall-clock bound and retry flags.
 
 No GPU is needed: a fake clock stands in for time, a clock-reading fake for do_bench, and a fake impl
 runs the worker-side functions in this process (as the in-process impl does).
@@ -11,7 +11,7 @@ import types
 import pytest
 from perf_fakes import FakeImpl, LaunchRequiredImpl, baseline, clock_bench, counter_inputs, exact_check, kernel_module
 
-from grader import environment, timing
+from grader.perf import environment, timing
 
 
 def measure(clock, modules, baselines, **options):
@@ -485,7 +485,7 @@ def test_factories_outside_grader_are_refused():
 
 def test_factory_targets_get_the_modules_and_inputs(monkeypatch):
     monkeypatch.setattr(timing, "_demo_factory", lambda modules, x: (lambda: (modules, x)), raising=False)
-    step = timing.resolve_target("MODULES", "grader.timing:_demo_factory", (3,))
+    step = timing.resolve_target("MODULES", "grader.perf.timing:_demo_factory", (3,))
     assert step() == ("MODULES", 3)
 
 

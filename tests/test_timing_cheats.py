@@ -1,4 +1,4 @@
-"""Timing cheats (issue 14 hole 8) against grader.timing, on CPU with fakes: memoised outputs, work hidden
+"""Timing cheats (issue 14 hole 8) against grader.perf.timing, on CPU with fakes: memoised outputs, work hidden
 from the timed stream, and a worker that loads the GPU while the checker times the baseline."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import types
 import pytest
 from perf_fakes import FakeImpl, clock_bench
 
-from grader import pausing, timing
+from grader.perf import pausing, timing
 
 torch = pytest.importorskip("torch")
 
@@ -95,7 +95,7 @@ def test_refreshes_replayed_at_once_match_the_worker_s_call_by_call_refreshes():
 
 
 def fake_cuda(monkeypatch, clock, device_sync):
-    """CUDA as grader.timing sees it, on a fake clock: events stamped where they are recorded, and a
+    """CUDA as grader.perf.timing sees it, on a fake clock: events stamped where they are recorded, and a
     device-wide synchronize that does what the test says."""
 
     class Event:

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from grader.benchmarks import flash_attention as attention_benchmarks
+from grader.perf.timing import measure_ratio
 from grader.references.attention import (
     assert_backward_matches,
     assert_forward_matches,
@@ -20,7 +21,6 @@ from grader.references.attention import (
 )
 from grader.scenarios.flash_attention import largest_saved_tensor, peak_extra_memory
 from grader.testing import ATTENTION_OPS, raises_from_student, randn
-from grader.timing import measure_ratio
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 SEEDS = [0, 1]  # each id also gets its own generator seed; two draws per case

@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from grader.benchmarks import matmul as matmul_benchmarks
+from grader.perf.timing import measure_ratio
 from grader.references.matmul import assert_matmul_close, describe
 from grader.testing import MATMUL_OPS, raises_from_student, randn
-from grader.timing import measure_ratio
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 LARGEST_BLOCK = 256   # padding past a poisoned view: more than any sensible tile overhangs

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from grader.benchmarks import training as training_benchmarks
+from grader.perf.timing import measure_ratio
 from grader.scenarios.mixed_precision import (
     build_mlp,
     make_optimizer,
@@ -23,7 +24,6 @@ from grader.scenarios.mixed_precision import (
     single_weight_linear,
 )
 from grader.testing import assert_close, assert_close_lowp, randn
-from grader.timing import measure_ratio
 
 TINY = 1e-4   # input and upstream gradient: their product 1e-8 is below fp16's smallest subnormal (6e-8)
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from grader.benchmarks import softmax as softmax_benchmarks
+from grader.perf.timing import measure_ratio
 from grader.references.softmax import assert_softmax_close, reference_softmax
 from grader.testing import SOFTMAX_OPS, assert_close, raises_from_student, randn
-from grader.timing import measure_ratio
 
 LN2, LN3, LN6 = math.log(2.0), math.log(3.0), math.log(6.0)
 NEG_INF = float("-inf")

@@ -1,7 +1,7 @@
 """`grader bench` and `grader calibrate`: every kernel at its benchmark shapes against its baselines.
 
 Bench is staff and student tooling: it imports the implementation into this process and times each
-case with the same `grader.timing.measure_ratio` the hidden perf tests use, then prints a table
+case with the same `grader.perf.timing.measure_ratio` the hidden perf tests use, then prints a table
 (achieved throughput, baseline, ratio, ladder level) under the environment fingerprint and draws the
 roofline chart. Calibrate runs the reference solutions the same way and writes, for this GPU model,
 ladders of 0.70 / 0.85 / 0.90 x the reference's ratio to grader/calibration.json. The reference ratio
@@ -33,7 +33,7 @@ class CaseResult:
     benchmark: bench_cases.Benchmark
     status: str                     # "ok", "not implemented", "wrong output", "error"
     message: str = ""
-    perf: object = None             # grader.timing.PerfResult when status == "ok"
+    perf: object = None             # grader.perf.timing.PerfResult when status == "ok"
 
     @property
     def ok(self) -> bool:
@@ -64,7 +64,7 @@ def measure_case(impl, case: bench_cases.Benchmark, seed: int = 0, **options):
     """
     import torch
 
-    from grader.timing import measure_ratio
+    from grader.perf.timing import measure_ratio
 
     seeds = itertools.count(seed)
 
@@ -118,7 +118,7 @@ def run_bench(impl_name: str, json_path: str | None = None, chart_path: str | No
     if not torch.cuda.is_available():
         print(NEEDS_GPU.format(command="bench"), file=sys.stderr)
         return 2
-    from grader.environment import fingerprint, problems, query_gpu
+    from grader.perf.environment import fingerprint, problems, query_gpu
 
     environment = fingerprint(measure=True)
     reasons = problems(environment)
@@ -176,7 +176,7 @@ def format_table(results: list[CaseResult], points) -> str:
 
 
 def _achieved(case, milliseconds) -> str:
-    from grader.timing import throughput
+    from grader.perf.timing import throughput
 
     if case.unit == "GB/s":
         return f"{throughput(case.bytes_moved, milliseconds, 1e9):,.0f} GB/s"
@@ -218,7 +218,7 @@ def calibrate(gpu_name: str | None = None, dry_run: bool = False, calibration_fi
     if not torch.cuda.is_available():
         print(NEEDS_GPU.format(command="calibrate"), file=sys.stderr)
         return 2
-    from grader.environment import fingerprint, problems
+    from grader.perf.environment import fingerprint, problems
 
     environment = fingerprint(measure=True)
     model = gpu_name or environment["gpu_name"]

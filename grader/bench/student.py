@@ -1,6 +1,6 @@
 """`make bench` (`python -m grader.bench`): your kernels timed the way the hidden perf checks time them.
 
-The same benchmark cases (`grader.benchmarks`), the same timing (`grader.timing.measure_ratio`
+The same benchmark cases (`grader.benchmarks`), the same timing (`grader.perf.timing.measure_ratio`
 through `grader.bench.kernels.measure_case`) and the same ladders as grading: for each graded case it
 prints the ratio to the baseline and the level (below / pass / good / excellent) the ratio reaches,
 then each perf check's points at that level. Ungraded cases (shown for information) have level "-".
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
         print(describe_plan(perf_points(), args.kernel))
         return 0
     from grader.bench.kernels import format_environment, format_table, measure_all
-    from grader.environment import fingerprint, problems
+    from grader.perf.environment import fingerprint, problems
 
     environment = fingerprint(measure=True)
     reasons = problems(environment)

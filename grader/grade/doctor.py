@@ -116,8 +116,8 @@ def worker_memory() -> Finding:
 
 def timing_cores(gpus: list | None = None, cores: list[int] | None = None) -> Finding:
     """Which cores a GPU's perf checks time on, away from every checking run's compiles."""
-    from grader import timing_cores as kept_for_timing
     from grader.grade.runner import detect_gpus
+    from grader.perf import cores as kept_for_timing
 
     gpus = detect_gpus(os.environ) if gpus is None else gpus
     cores = sorted(os.sched_getaffinity(0)) if cores is None else cores

@@ -1,6 +1,6 @@
 """What sharing a GPU with other submissions (`--per-gpu N`) can do to a grade, read from its result.
 
-Timing is protected by the GPU lock (grader.gpu_lock); memory is not. Every checker and worker on a GPU
+Timing is protected by the GPU lock (grader.perf.gpu_lock); memory is not. Every checker and worker on a GPU
 keeps what its caching allocator once reserved, so on the H200 six references at once ran it out of
 its 140 GiB: tests failed with "CUDA out of memory" and CUBLAS_STATUS_ALLOC_FAILED in code that passes
 alone. Nor is a run's time wholly its own: it waits while its neighbours time alone. A grade cut by

@@ -38,7 +38,7 @@ from grader.results import merge_streams
 
 TEST_SECONDS_FILE = Path(__file__).resolve().parent / "test_seconds.json"
 MAX_PARTS = 4                  # checking runs per submission: each holds a checker, a worker, two CUDA contexts
-# Cores left over by the split: a timing core (grader.timing_cores) and one for the checkers. A Triton
+# Cores left over by the split: a timing core (grader.perf.cores) and one for the checkers. A Triton
 # kernel's launch is CPU work, so a perf check timed while every core compiled measured the CPU, not
 # the kernel (H200, 16 cores: four references in 3 parts each peaked at 93% busy, every ratio within
 # the spread alone; in 4 parts, 100%, and one reference's bf16 4096^3 matmul ran 0.29 ms against 0.21

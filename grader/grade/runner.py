@@ -35,7 +35,7 @@ from pathlib import Path
 import click
 
 import grader
-from grader import disposable, gpu_lock, layout, timing_cores
+from grader import disposable, layout
 from grader.errors import BadSubmission, GraderError
 from grader.grade import containment, gpu_sharing, parts, preflight, sandbox, seats, submission
 from grader.grade.checking_run import (
@@ -50,6 +50,8 @@ from grader.grade.checking_run import (
     kill_group,
     warm_checker_tree,
 )
+from grader.perf import cores as timing_cores
+from grader.perf import gpu_lock
 from grader.points import POINTS_DIR, load_points
 from grader.report import gradebook, html
 from grader.report.atomic import write_atomic
@@ -315,7 +317,7 @@ class Batch:
         self.alone_again: list = []              # sources whose GPU memory or time ran out while shared
         self.parts: list[parts.Part] = []        # from the preflight when splitting: [] grades whole suites
         self.seats: seats.Seats | None = None    # while a split batch runs: the parts at once on each GPU
-        # Every run on a GPU gets the cores left after each GPU's timing cores (grader.timing_cores).
+        # Every run on a GPU gets the cores left after each GPU's timing cores (grader.perf.cores).
         self.compile_cores, self.kept_cores = timing_cores.plan(list(os.sched_getaffinity(0)), list(settings.slots))
 
     def run(self) -> int:
@@ -526,7 +528,7 @@ class Batch:
             folder.mkdir(parents=True, exist_ok=True)
         read_end, write_end = os.pipe()
         command = self.checker_command(scratch / "impl", write_end, part) + (["--collect-only"] if collect_only else [])
-        # Its own open file descriptions of the GPU's lock files: see grader.gpu_lock.
+        # Its own open file descriptions of the GPU's lock files: see grader.perf.gpu_lock.
         lock_fds = gpu_lock.open_for_child(self.scratch_root / "gpu-locks", slot) if slot is not None else ()
         lock_env = {gpu_lock.FDS_ENV: gpu_lock.env_value(lock_fds)} if lock_fds else {}
         kept = self.kept_cores.get(slot, [])

@@ -1,7 +1,7 @@
 """Worker side: tell the checker when a Triton compile starts and ends, so it can lend the GPU lock.
 
 On a GPU shared by several submissions (`grade --per-gpu N`), the checker holds the GPU's lock while
-the worker runs (grader.gpu_lock). Compiling a kernel is seconds of CPU work that needs no GPU, and a
+the worker runs (grader.perf.gpu_lock). Compiling a kernel is seconds of CPU work that needs no GPU, and a
 cold submission compiles for most of its run. Triton calls `jit_cache_hook` before each compile and
 `jit_post_compile_hook` after it; we send `compiling`, then `compiled`, and wait for the checker's
 `resume` (it holds the lock again) before the kernel may launch.

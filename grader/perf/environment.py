@@ -88,7 +88,7 @@ def retry_reasons() -> list[str]:
 
     While this run holds its GPU's lock exclusively (several submissions share the GPU), the other
     submissions' processes are there by design and are not running kernels: they are not a reason."""
-    from grader import gpu_lock
+    from grader.perf import gpu_lock
 
     info = dict(session_fingerprint())
     sharing = gpu_lock.current().held_exclusively

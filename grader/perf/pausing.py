@@ -14,7 +14,7 @@ import os
 import signal
 import time
 
-from grader.environment import descendants
+from grader.perf.environment import descendants
 
 QUIET_WAIT_S = 2.0
 QUIET_FRACTION = 0.5          # probe bandwidth at or above this fraction of the norm: the GPU is ours
@@ -89,7 +89,7 @@ def wait_until_gpu_quiet(clock=time.monotonic, sleep=time.sleep) -> bool:
 
     if not torch.cuda.is_available():
         return True
-    from grader.environment import norm_for
+    from grader.perf.environment import norm_for
 
     norm = norm_for(torch.cuda.get_device_name())
     if norm is None:

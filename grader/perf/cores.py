@@ -81,7 +81,7 @@ def timing_cores(impl, cores: set[int] | None = None):
         pids = [os.getpid()]
         worker = getattr(impl, "worker_pid", None)
         if isinstance(worker, int) and worker > 1 and worker != os.getpid():
-            from grader.environment import descendants
+            from grader.perf.environment import descendants
 
             pids += [worker, *descendants(worker)]
         for thread in (tid for pid in pids for tid in _threads(pid)):

@@ -54,10 +54,10 @@ Three cheats the claim itself defends against (issue 14 hole 8; gallery entries 
   launch overhead the baseline never pays: the first H200 run of it put the reference's 4096^3 matmul
   at 0.47 of cuBLAS instead of ~0.95;
 - a worker thread loading the GPU while the baseline is timed: the worker's process tree is stopped
-  meanwhile (`grader.pausing`).
+  meanwhile (`grader.perf.pausing`).
 
 On a GPU shared with other submissions (`grade --per-gpu`), the untimed warm-up call (compile,
-autotune) and the rounds and window run in one hold of the GPU's exclusive lock (`grader.gpu_lock`), so
+autotune) and the rounds and window run in one hold of the GPU's exclusive lock (`grader.perf.gpu_lock`), so
 no other submission's code is in a call while we time; the warm-up lends the lock out while it compiles.
 Only timing happens in that hold: the clock ramp and each baseline's first, untimed call (cuDNN builds
 its plans there) before it and the output checks after it share the GPU, because every second held
@@ -67,7 +67,7 @@ timed on until a clean round comes; then each side's quickest counts.
 Only the graded (first) baseline is timed in every round; the others, shown for comparison, in the first.
 
 A run whose environment is off (copy bandwidth or matmul throughput far below the GPU's norm, another
-process on the GPU: `grader.environment.retry_reasons`), whose rounds disagree by more than
+process on the GPU: `grader.perf.environment.retry_reasons`), whose rounds disagree by more than
 UNSTABLE_SPREAD, or during whose timing either side's caching allocator ran short of GPU memory (the
 retry frees the cache and synchronises the device: a stall no kernel caused, likelier with neighbours
 on the GPU) is flagged `retry` rather than graded low.
@@ -597,15 +597,15 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
         environment: () -> list of reasons the environment is off (default: the GPU's norms, cached).
         bench, clock, sync: injectable for tests (do_bench median, perf_counter, cuda synchronize).
         pause: (impl) -> context manager stopping the worker while baselines run (default:
-            `grader.pausing.paused_worker`); lock: the GPU lock (default: this run's, grader.gpu_lock);
+            `grader.perf.pausing.paused_worker`); lock: the GPU lock (default: this run's, grader.perf.gpu_lock);
             ramp: () -> None, brings the GPU's clocks up before the warm-up (default: `ramp_clocks`).
     """
     if not baselines:
         raise ValueError("measure_ratio needs at least one baseline")
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
-    from grader import gpu_lock
-    from grader.timing_cores import timing_cores
+    from grader.perf import gpu_lock
+    from grader.perf.cores import timing_cores
 
     bench, sync = bench or bench_median, sync or synchronize
     lock = gpu_lock.current() if lock is None else lock
@@ -837,7 +837,7 @@ def _time_baselines(impl, baselines, inputs, bench, warmup_ms, rep_ms, pause, cl
     cannot load the GPU (say, saturate HBM) while its baseline runs and so make the ratio look better.
     Returns ({name: ms}, ms of the whole, ms of it spent pausing the worker)."""
     if pause is None:
-        from grader.pausing import paused_worker as pause
+        from grader.perf.pausing import paused_worker as pause
     start = clock()
     with pause(impl):
         paused = clock()
@@ -856,7 +856,7 @@ def _timed(measured, name):
 
 
 def _lock_total(lock, name: str) -> float | None:
-    """One of this run's lock totals so far (grader.gpu_lock.LockTotals: alone_s, lent_s, ...), None when
+    """One of this run's lock totals so far (grader.perf.gpu_lock.LockTotals: alone_s, lent_s, ...), None when
     the GPU is not shared."""
     totals = getattr(lock, "totals", None)
     return None if totals is None else getattr(totals, name)
@@ -906,6 +906,6 @@ def _cuda_available() -> bool:
 
 
 def _default_environment():
-    from grader.environment import retry_reasons
+    from grader.perf.environment import retry_reasons
 
     return retry_reasons()
