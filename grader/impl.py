@@ -330,7 +330,7 @@ class IsolatedImpl(Impl):
 
     @property
     def worker_pid(self) -> int | None:
-        """The worker's pid, for grader.perf.timing to pause it while the checker times baselines."""
+        """The worker's pid, for grader.perf.measure to pause it while the checker times baselines."""
         process = self._process
         return process.pid if process is not None and process.poll() is None else None
 

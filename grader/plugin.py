@@ -222,7 +222,7 @@ def record_perf(request):
 def pytest_runtest_call(item):
     """An ordinary test holds its GPU's shared lock throughout (its worker calls and the checker's own
     reference maths), so a neighbour's perf check times alone; a perf test takes the lock itself, shared
-    for its warm-up and exclusively for its rounds (grader.perf.timing)."""
+    for its warm-up and exclusively for its rounds (grader.perf.measure)."""
     from grader.perf import gpu_lock
 
     if item.get_closest_marker("perf"):

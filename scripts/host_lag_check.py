@@ -1,6 +1,6 @@
 """On a GPU: what slows the host of an honest kernel's timed calls?
 
-Times the reference's 4096^3 matmuls with the worker's own timing function (grader.perf.timing.time_kernel,
+Times the reference's 4096^3 matmuls with the worker's own timing function (grader.perf.in_worker.time_kernel,
 in this process, pinned to one core as the grader pins a perf check's rounds) against cuBLAS timed as
 the checker times it, under each load in LOADS:
   idle         nothing else runs;
@@ -14,7 +14,7 @@ but `unlocked`, which shows what one that did would cost):
   allocations  four processes taking and handing back 2 GiB of GPU memory, over and over;
   smi          the proofs' nvidia-smi samplers (memory every 0.5 s, processes every 1 s);
   unlocked     one process queueing 50 ms of matmuls every 200 ms, as a neighbour's undrained queue would.
-For each it also times the wall window (grader.perf.timing's checker-timed calls) of the online softmax on
+For each it also times the wall window (grader.perf.wall_window) of the online softmax on
 512 x 262144 bf16, as in a perf check: 4 sets, 100 ms of calls, in this process and through CUDA IPC
 to a child as the checker hands sets to its worker, and the child's fixed cost of 2 calls: H200, eight
 references at 4 per GPU, one honest window ran 0.66 ms a call against 0.22 ms events in all three
@@ -22,7 +22,7 @@ passes while six checking runs started.
 For each it prints the host's time to launch one call (the part a span to a device sync is charged
 when it outlasts the L2 flush), then the median and worst over ROUNDS timings of the events and the
 span to a device sync (the worker's account), and of the ratio: by each round's own claim, and as
-graded (grader.perf.timing.graded_claims).
+graded (grader.perf.record.graded_claims).
 
 The window, H200, 2026-12-03 (ms a call, events 0.217-0.234): in-process 0.215-0.234 under every
 load; through IPC 0.218-0.220 idle, 0.22-0.45 with contexts starting, 0.37-0.43 with allocations,
@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 import triton.testing
 
-from grader.perf import timing
+from grader.perf import in_worker, record, wall_window
 from grader.worker.modules import Modules, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,11 +144,11 @@ def launch_ms(step, calls: int = 30) -> float:
     """Median wall ms of the host's launch of one call, each from an idle GPU."""
     samples = []
     for _ in range(calls):
-        timing.device_synchronize()
+        in_worker.device_synchronize()
         began = time.perf_counter()
         step()
         samples.append((time.perf_counter() - began) * 1e3)
-    timing.device_synchronize()
+    in_worker.device_synchronize()
     return statistics.median(samples)
 
 
@@ -160,15 +160,15 @@ def measure(modules, dtype, label: str) -> None:
     cublas_launch = launch_ms(lambda: torch.matmul(a, b))
     rounds = []
     for seed in range(ROUNDS):
-        claim, _, _, account = timing.time_kernel(modules, "matmul.matmul", (a, b), seed=seed)
+        claim, _, _, account = in_worker.time_kernel(modules, "matmul.matmul", (a, b), seed=seed)
         baseline = triton.testing.do_bench(lambda: torch.matmul(a, b))
-        rounds.append(timing.Round(claim, {"cuBLAS": baseline}, wall_ms=0.0, account=account))
+        rounds.append(record.Round(claim, {"cuBLAS": baseline}, wall_ms=0.0, account=account))
 
     def spread(values, worst=max):
         return f"{statistics.median(values):.4f} worst {worst(values):.4f}"
 
     ratios = [r.baseline_ms["cuBLAS"] / r.submission_ms for r in rounds]
-    graded = [r.baseline_ms["cuBLAS"] / ms for r, ms in zip(rounds, timing.graded_claims(rounds))]
+    graded = [r.baseline_ms["cuBLAS"] / ms for r, ms in zip(rounds, record.graded_claims(rounds))]
     print(f"HOST-LAG {label} {str(dtype).split('.')[-1]}: launch {launch:.3f} ms (cuBLAS {cublas_launch:.3f}); "
           f"events {spread([r.account['events_ms'] for r in rounds])}, to a device sync "
           f"{spread([r.account['synced_ms'] for r in rounds])}; ratio by each round's claim {spread(ratios, min)}, "
@@ -192,7 +192,7 @@ def window_child(connection) -> None:
             return
         shared, calls = message
         sets = [(rebuild_cuda_tensor(*handle),) for handle in shared]
-        timing.call_repeatedly(modules, "softmax.softmax_triton", sets, calls)
+        in_worker.call_repeatedly(modules, "softmax.softmax_triton", sets, calls)
         del sets
         connection.send(True)
 
@@ -205,7 +205,7 @@ def measure_window(modules, label: str) -> None:
 
     sets = fresh()
     events = triton.testing.do_bench(lambda: modules.softmax.softmax_triton(sets[0][0]), return_mode="median")
-    calls = max(2, round(timing.WALL_WINDOW_MS / events))
+    calls = max(2, round(wall_window.WALL_WINDOW_MS / events))
     here, there, fixed = [], [], []
     context = multiprocessing.get_context("spawn")
     parent, child_end = context.Pipe()
@@ -227,7 +227,7 @@ def measure_window(modules, label: str) -> None:
             sets = fresh()
             torch.cuda.synchronize()
             began = time.perf_counter()
-            timing.call_repeatedly(modules, "softmax.softmax_triton", sets, calls)
+            in_worker.call_repeatedly(modules, "softmax.softmax_triton", sets, calls)
             here.append((time.perf_counter() - began) * 1e3 / calls)
             there.append(through_ipc(calls) / calls)
             fixed.append(through_ipc(2))
@@ -289,7 +289,7 @@ def main() -> int:
     timed = cores[0]                      # the grader keeps the first core for timing (grader.perf.cores)
     print(f"HOST-LAG cores {len(cores)}, timed on {timed}, its SMT siblings {sorted(siblings(timed))}", flush=True)
     os.sched_setaffinity(0, {timed})
-    timing.capture_device_sync()
+    in_worker.capture_device_sync()
     modules = Modules(resolve(str(ROOT / "solutions")))
     for load in loads:
         run_load(modules, load, timed, cores)

@@ -3,7 +3,7 @@
 Every perf record keeps its rounds: the worker's claim, the baselines, and the worker's account of the
 claim (events, span to a device sync). This reads each `result.json` under the folders given and prints
 every perf test whose recorded ratio differs from the ratio the current rule
-(`grader.perf.timing.graded_claims`, `grader.perf.timing.quickest_ratio`) gives the same rounds. No GPU needed:
+(`grader.perf.record.graded_claims`, `grader.perf.measure.quickest_ratio`) gives the same rounds. No GPU needed:
 it is how a change to the rule is measured on what an H200 batch really recorded.
 
 Usage: PYTHONPATH=. python scripts/regrade_perf_rounds.py RESULTS_DIR [RESULTS_DIR ...]
@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from grader.perf import timing
+from grader.perf import measure, record
 
 MOVED = 0.005
 
@@ -29,9 +29,9 @@ def perf_tests(result: dict):
                     yield test.get("name") or test.get("nodeid", "?"), perf
 
 
-def rounds_of(measured: dict) -> list[timing.Round]:
-    return [timing.Round(r["claimed_ms"], r["baseline_ms"], wall_ms=0.0,
-                         account=timing._worker_account({"events_ms": r.get("worker_events_ms"),
+def rounds_of(measured: dict) -> list[record.Round]:
+    return [record.Round(r["claimed_ms"], r["baseline_ms"], wall_ms=0.0,
+                         account=measure._worker_account({"events_ms": r.get("worker_events_ms"),
                                                          "synced_ms": r.get("worker_synced_ms")}))
             for r in measured["rounds"]]
 
@@ -41,7 +41,7 @@ def regraded_ratio(measured: dict) -> float:
     name = next(iter(measured["baseline_ms"]))
     floor = (measured.get("wall_window") or {}).get("bound_ms") or 0.0
     rounds = rounds_of(measured)
-    return timing.quickest_ratio(rounds, timing.graded_claims(rounds), name, floor)
+    return measure.quickest_ratio(rounds, record.graded_claims(rounds), name, floor)
 
 
 def main(folders: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""Fakes for testing grader.perf.timing and grader.bench.kernels without a GPU.
+"""Fakes for testing grader.perf and grader.bench.kernels without a GPU.
 
 A fake clock stands in for time, a clock-reading fake for do_bench, and a fake impl runs the
 worker-side functions in this process, as the in-process impl does.
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import types
 
-from grader.perf import timing
+from grader.perf import in_worker
+from grader.perf import measure as perf_measure
 
 
 class FakeClock:
@@ -104,8 +105,9 @@ def counter_inputs():
 
 
 def fake_clock(monkeypatch) -> "FakeClock":
-    """A fake clock, with the worker's do_bench and synchronize patched to use it."""
+    """A fake clock, with do_bench and synchronize patched to use it, the worker's and the checker's."""
     clock = FakeClock()
-    monkeypatch.setattr(timing, "bench_median", clock_bench(clock))
-    monkeypatch.setattr(timing, "synchronize", lambda: None)
+    for side in (in_worker, perf_measure):
+        monkeypatch.setattr(side, "bench_median", clock_bench(clock))
+        monkeypatch.setattr(side, "synchronize", lambda: None)
     return clock

@@ -13,7 +13,7 @@ from grader.bench import kernels as bench
 from grader.benchmarks import KERNELS, Benchmark, benchmarks
 from grader.cli import main
 from grader.errors import GraderError
-from grader.perf.timing import PerfResult
+from grader.perf.record import PerfResult
 from grader.points import load_points
 
 torch = pytest.importorskip("torch")

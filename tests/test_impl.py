@@ -320,7 +320,7 @@ def test_no_triton_launch_is_a_rule_violation_when_required(impl):
 
 
 def test_harness_housekeeping_is_outside_the_call_rules_and_student_calls_are_not(impl):
-    from grader.perf.timing import release_cached_memory
+    from grader.perf.in_worker import release_cached_memory
 
     with impl.guards(forbid=MATMUL_OPS, require_triton=True):
         impl.run_harness(release_cached_memory)

@@ -9,7 +9,9 @@ import types
 import pytest
 from perf_fakes import FakeImpl, clock_bench, counter_inputs, exact_check
 
-from grader.perf import gpu_lock, timing
+from grader import perf
+from grader.perf import gpu_lock
+from grader.perf import measure as perf_measure
 
 
 class RecordingLock:
@@ -76,7 +78,7 @@ def run_measure(clock, lock, events, baselines=None, **options):
         exact_check(output, inputs)
 
     modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
-    return timing.measure_ratio(FakeImpl(modules, clock), "demo.add_one", counter_inputs(),
+    return perf.measure_ratio(FakeImpl(modules, clock), "demo.add_one", counter_inputs(),
                                 baselines or {"base": base}, check=check, bench=clock_bench(clock), clock=clock,
                                 sync=lambda: None, environment=lambda: [], lock=lock, ramp=ramp, **options)
 
@@ -89,13 +91,13 @@ def measure_a_wrong_kernel(clock, lock):
 
     modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=wrong))
     with pytest.raises(AssertionError, match="wrong output"):
-        timing.measure_ratio(FakeImpl(modules, clock), "demo.add_one", counter_inputs(),
+        perf.measure_ratio(FakeImpl(modules, clock), "demo.add_one", counter_inputs(),
                              {"base": lambda x: (lambda: x + 1)}, check=exact_check, bench=clock_bench(clock),
                              clock=clock, sync=lambda: None, environment=lambda: [], lock=lock, ramp=lambda: None)
 
 
 def test_every_call_runs_with_the_gpu_alone_and_only_the_warm_up_lends_it_to_compiles(clock, monkeypatch):
-    monkeypatch.delenv(timing.WARMUP_ENV, raising=False)
+    monkeypatch.delenv(perf.WARMUP_ENV, raising=False)
     events, lock = [], RecordingLock()
     run_measure(clock, lock, events)
     # the clock ramp and the baselines' set-up beside the others, then the warm-up (compile, autotune)
@@ -126,7 +128,7 @@ class LendingLock(RecordingLock):
 
 
 def test_a_perf_record_says_where_its_time_alone_went_leaving_out_what_compiles_borrowed(clock, monkeypatch):
-    monkeypatch.delenv(timing.WARMUP_ENV, raising=False)
+    monkeypatch.delenv(perf.WARMUP_ENV, raising=False)
     lock = LendingLock(clock)
     events = []
     original_advance = clock.advance
@@ -150,7 +152,7 @@ def test_a_perf_record_says_where_its_time_alone_went_leaving_out_what_compiles_
 def test_baselines_set_themselves_up_beside_the_others_before_the_gpu_is_held_alone(clock, monkeypatch):
     # cuDNN's SDPA built its plans on its first call, inside the hold: 0.5-2.2 s per attention check on
     # the H200, a fifth of a reference's time alone, while every other submission on the GPU waited.
-    monkeypatch.delenv(timing.WARMUP_ENV, raising=False)
+    monkeypatch.delenv(perf.WARMUP_ENV, raising=False)
     lock, first_calls = RecordingLock(), {}
 
     def sets_up_on_first_call(name):
@@ -168,11 +170,11 @@ def test_baselines_set_themselves_up_beside_the_others_before_the_gpu_is_held_al
 
 
 def test_outputs_are_checked_after_the_gpu_is_given_back(clock, monkeypatch):
-    monkeypatch.delenv(timing.WARMUP_ENV, raising=False)
+    monkeypatch.delenv(perf.WARMUP_ENV, raising=False)
     events = []
     run_measure(clock, RecordingLock(), events)
     checks = [value for name, value in events if name == "check alone"]
-    assert len(checks) == 3 + timing.WALL_AUDITS and not any(checks), events   # three rounds, the window
+    assert len(checks) == 3 + perf.WALL_AUDITS and not any(checks), events   # three rounds, the window
     assert all(value for name, value in events if name == "check shared"), events
     last_timed = max(i for i, (name, _) in enumerate(events) if name in ("submission", "baseline"))
     assert min(i for i, (name, _) in enumerate(events) if name == "check alone") > last_timed
@@ -180,14 +182,14 @@ def test_outputs_are_checked_after_the_gpu_is_given_back(clock, monkeypatch):
 
 def test_the_memory_timing_reserved_is_handed_back_on_both_sides(clock, monkeypatch):
     released = []
-    monkeypatch.setattr(timing, "release_cached_memory", lambda modules: released.append(modules is None))
+    monkeypatch.setattr(perf_measure, "release_cached_memory", lambda modules: released.append(modules is None))
     run_measure(clock, RecordingLock(), [])
     assert sorted(released) == [False, True]     # once in the worker, once here
 
 
 def test_the_memory_is_handed_back_after_a_failed_check_as_well(clock, monkeypatch):
     released = []
-    monkeypatch.setattr(timing, "release_cached_memory", lambda modules: released.append(modules is None))
+    monkeypatch.setattr(perf_measure, "release_cached_memory", lambda modules: released.append(modules is None))
 
     measure_a_wrong_kernel(clock, RecordingLock())
     assert sorted(released) == [False, True]
@@ -200,7 +202,7 @@ def test_handing_memory_back_collects_what_cuda_ipc_lent_and_the_allocator_cache
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "ipc_collect", lambda: calls.append("ipc_collect"))
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
-    timing.release_cached_memory(None)
+    perf.release_cached_memory(None)
     # blocks a worker had open stay allocated here until collected, so they go before the cache is emptied
     assert calls == ["ipc_collect", "empty_cache"]
 
@@ -231,7 +233,7 @@ def test_the_graded_baseline_is_timed_every_round_and_a_comparison_baseline_once
 
 
 def test_warm_up_can_be_asked_to_run_beside_other_submissions(clock, monkeypatch):
-    monkeypatch.setenv(timing.WARMUP_ENV, "shared")
+    monkeypatch.setenv(perf.WARMUP_ENV, "shared")
     events = []
     run_measure(clock, RecordingLock(), events)
     assert events[:4] == [("ramp", False), ("ramp shared", True), ("baseline", False), ("submission", False)]

@@ -1,4 +1,4 @@
-"""grader.perf.timing on CPU: alternation, each side's quickest round, ratios, the wall-clock bound and retry flags.
+"""grader.perf on CPU: alternation, each side's quickest round, ratios, the wall-clock bound and retry flags.
 
 No GPU is needed: a fake clock stands in for time, a clock-reading fake for do_bench, and a fake impl
 runs the worker-side functions in this process (as the in-process impl does).
@@ -11,13 +11,15 @@ import types
 import pytest
 from perf_fakes import FakeImpl, LaunchRequiredImpl, baseline, clock_bench, counter_inputs, exact_check, kernel_module
 
-from grader.perf import environment, timing
+from grader import perf
+from grader.perf import environment, in_worker
+from grader.perf import measure as perf_measure
 
 
 def measure(clock, modules, baselines, **options):
     options.setdefault("environment", lambda: [])
     impl = FakeImpl(modules, clock, options.pop("overhead_ms", 0.0))
-    return timing.measure_ratio(impl, "demo.add_one", options.pop("make_inputs", counter_inputs()),
+    return perf.measure_ratio(impl, "demo.add_one", options.pop("make_inputs", counter_inputs()),
                                 baselines, check=options.pop("check", exact_check),
                                 bench=clock_bench(clock), clock=clock, sync=lambda: None, **options)
 
@@ -35,7 +37,7 @@ def test_a_perf_check_under_require_triton_runs_nothing_in_the_worker_but_the_ke
     # Perf checks run inside guards(require_triton=True): a housekeeping call through impl.run (memory
     # handed back) failed every one of them as "no Triton kernel was launched".
     impl = LaunchRequiredImpl(kernel_module(clock, 2.0), clock)
-    result = timing.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
+    result = perf.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
                                   check=exact_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
                                   environment=lambda: [])
     assert result.ratio == pytest.approx(0.5)
@@ -81,7 +83,7 @@ def test_a_slow_round_does_not_count(clock):
 def test_disagreeing_rounds_get_more_rounds_before_the_quickest_counts(clock):
     # rounds 1 and 3 slow: more rounds are timed, each another chance of a clean one
     result = _measure_rounds(clock, [8.0, 2.0, 8.0])
-    assert len(result.rounds) == timing.MAX_ROUNDS
+    assert len(result.rounds) == perf.MAX_ROUNDS
     assert result.claimed_ms == pytest.approx(2.0)
 
 
@@ -94,7 +96,7 @@ def test_one_slow_round_costs_one_more_round_not_the_most(clock):
 
 def test_rounds_that_never_agree_stop_at_the_most_and_ask_for_a_retry(clock):
     result = _measure_rounds(clock, [2.0, 3.0, 4.5, 2.0, 3.0, 4.5, 2.0])
-    assert len(result.rounds) == timing.MAX_ROUNDS
+    assert len(result.rounds) == perf.MAX_ROUNDS
     assert result.retry and "rounds disagree" in result.retry_reasons[-1]
 
 
@@ -114,11 +116,11 @@ def test_forged_fast_timer_is_capped_by_the_checkers_wall_clock(clock, monkeypat
         fn()
         return 0.01
 
-    monkeypatch.setattr(timing, "bench_median", forged)
+    monkeypatch.setattr(in_worker, "bench_median", forged)
     result = measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)})
     assert result.bound_applied
-    assert result.submission_ms == pytest.approx((2.0 - timing.HOST_ALLOWANCE_MS) / timing.WALL_SLACK)
-    assert result.ratio <= 0.5 * timing.WALL_SLACK * 2.0 / (2.0 - timing.HOST_ALLOWANCE_MS) + 1e-9
+    assert result.submission_ms == pytest.approx((2.0 - perf.HOST_ALLOWANCE_MS) / perf.WALL_SLACK)
+    assert result.ratio <= 0.5 * perf.WALL_SLACK * 2.0 / (2.0 - perf.HOST_ALLOWANCE_MS) + 1e-9
 
 
 def test_honest_claim_survives_transport_overhead(clock):
@@ -140,7 +142,7 @@ def test_host_bound_small_kernels_are_not_penalised_by_the_window(clock):
 
     class HostBoundImpl(FakeImpl):
         def run(self, fn, *args):
-            if fn is timing.call_repeatedly:
+            if fn is perf.call_repeatedly:
                 launch["ms"] = 0.015          # extra host time per call, invisible to do_bench's events
             try:
                 return super().run(fn, *args)
@@ -152,7 +154,7 @@ def test_host_bound_small_kernels_are_not_penalised_by_the_window(clock):
         return x + 1
 
     modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
-    result = timing.measure_ratio(HostBoundImpl(modules, clock), "demo.add_one", counter_inputs(),
+    result = perf.measure_ratio(HostBoundImpl(modules, clock), "demo.add_one", counter_inputs(),
                                   {"base": baseline(clock, 0.03)}, check=exact_check, bench=clock_bench(clock),
                                   clock=clock, sync=lambda: None, environment=lambda: [])
     assert result.window.conclusive and not result.bound_applied
@@ -160,7 +162,7 @@ def test_host_bound_small_kernels_are_not_penalised_by_the_window(clock):
 
 
 def test_claim_slower_than_the_wall_clock_is_rejected(clock, monkeypatch):
-    monkeypatch.setattr(timing, "bench_median", lambda fn, warmup_ms=0, rep_ms=0: 1e6)
+    monkeypatch.setattr(in_worker, "bench_median", lambda fn, warmup_ms=0, rep_ms=0: 1e6)
     with pytest.raises(AssertionError, match="not trustworthy"):
         measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)})
 
@@ -185,9 +187,9 @@ class ForgingImpl(FakeImpl):
                               "string-refreshes"])
 def test_a_malformed_timing_reply_fails_cleanly(clock, forged):
     impl = ForgingImpl(kernel_module(clock, 2.0), clock,
-                       lambda fn, real: forged(fn, real) if fn is timing.time_kernel else real)
+                       lambda fn, real: forged(fn, real) if fn is perf.time_kernel else real)
     with pytest.raises(AssertionError):
-        timing.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
+        perf.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
                              check=exact_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
                              environment=lambda: [])
 
@@ -197,8 +199,8 @@ def test_a_malformed_timing_reply_fails_cleanly(clock, forged):
     ({"events_ms": float("nan"), "synced_ms": "fast"}, {}), ("fast", {})], ids=["numbers", "not-numbers", "not-a-dict"])
 def test_each_round_keeps_the_workers_account_of_its_claim_and_nothing_else(clock, account, kept):
     impl = ForgingImpl(kernel_module(clock, 2.0), clock,
-                       lambda fn, real: (*real[:3], account) if fn is timing.time_kernel else real)
-    result = timing.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
+                       lambda fn, real: (*real[:3], account) if fn is perf.time_kernel else real)
+    result = perf.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
                                   check=exact_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
                                   environment=lambda: [])
     for record in result.as_record()["measured"]["rounds"]:
@@ -211,13 +213,13 @@ def _measure_with_accounts(clock, accounts):
     rounds = iter(accounts)
 
     def forge(fn, real):
-        if fn is not timing.time_kernel:
+        if fn is not perf.time_kernel:
             return real
         events, synced = next(rounds)
-        return max(events, synced / timing.SYNC_SLACK), real[1], real[2], {"events_ms": events, "synced_ms": synced}
+        return max(events, synced / perf.SYNC_SLACK), real[1], real[2], {"events_ms": events, "synced_ms": synced}
 
     impl = ForgingImpl(kernel_module(clock, 2.0), clock, forge)
-    return timing.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
+    return perf.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
                                 check=exact_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
                                 environment=lambda: [])
 
@@ -236,7 +238,7 @@ def test_events_a_shared_gpu_slowed_in_most_rounds_do_not_lower_the_ratio(clock)
     # five rounds of seven, its spans clean, and the median of the rounds cost it points
     result = _measure_with_accounts(clock, [(2.6, 2.2), (2.8, 2.2), (2.0, 2.2), (2.5, 2.2), (2.0, 2.2),
                                             (2.9, 2.2), (2.7, 2.2)] * 2)
-    assert len(result.rounds) == timing.MAX_ROUNDS
+    assert len(result.rounds) == perf.MAX_ROUNDS
     assert result.ratio == pytest.approx(0.5) and result.claimed_ms == pytest.approx(2.0)
     assert result.retry                        # still flagged for another look, scored by its clean rounds
 
@@ -254,16 +256,16 @@ def test_noise_slowing_the_baseline_in_most_rounds_does_not_raise_the_ratio(cloc
 def test_work_hidden_on_a_side_stream_in_every_round_still_counts(clock):
     # the timed stream's events see 0.2 ms; every span to a device sync holds the hidden 2.2 ms
     result = _measure_with_accounts(clock, [(0.2, 2.2), (0.2, 2.3), (0.2, 2.4)] * 3)
-    assert result.claimed_ms == pytest.approx(2.2 / timing.SYNC_SLACK)
+    assert result.claimed_ms == pytest.approx(2.2 / perf.SYNC_SLACK)
 
 
 def test_the_quickest_span_never_raises_a_claim_and_needs_an_account():
     def round_(claim, **account):
-        return timing.Round(claim, {"base": 1.0}, wall_ms=0.0, account=account)
+        return perf.Round(claim, {"base": 1.0}, wall_ms=0.0, account=account)
 
     measured = [round_(1.0, events_ms=2.0, synced_ms=2.2), round_(3.0, events_ms=1.0, synced_ms=3.3),
                 round_(3.0, events_ms=1.0)]
-    assert timing.graded_claims(measured) == [1.0, 2.0, 3.0]
+    assert perf.graded_claims(measured) == [1.0, 2.0, 3.0]
 
 
 class StalledWindowImpl(FakeImpl):
@@ -275,7 +277,7 @@ class StalledWindowImpl(FakeImpl):
         self.stall_ms, self.stalls, self.per_call_ms, self.windows = stall_ms, stalls, per_call_ms, 0
 
     def run(self, fn, *args):
-        if fn is timing.call_repeatedly:
+        if fn is perf.call_repeatedly:
             self.windows += 1
             if self.windows <= self.stalls:
                 self.clock.advance(self.stall_ms + self.per_call_ms * args[-1])
@@ -284,7 +286,7 @@ class StalledWindowImpl(FakeImpl):
 
 def _measure_with_stalled_windows(clock, stalls, stall_ms=200.0, per_call_ms=0.0):
     impl = StalledWindowImpl(kernel_module(clock, 2.0), clock, stall_ms, stalls, per_call_ms)
-    result = timing.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
+    result = perf.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
                                   check=exact_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
                                   environment=lambda: [])
     return result, impl.windows
@@ -300,24 +302,24 @@ def test_a_window_slowed_by_a_stalled_host_is_timed_again_and_the_quickest_pass_
 
 def test_a_stall_in_every_window_is_spread_over_the_longer_passes_after_the_first(clock):
     # 200 ms in each pass: 6 ms a call over the first pass's 50 calls, 3 ms over the second's 200
-    result, windows = _measure_with_stalled_windows(clock, stalls=timing.WALL_PASSES)
+    result, windows = _measure_with_stalled_windows(clock, stalls=perf.WALL_PASSES)
     assert windows == 2 and not result.bound_applied and result.ratio == pytest.approx(0.5)
     timed = result.as_record()["measured"]["wall_window"]["timed"]
-    assert timed == [[50, pytest.approx(300.0)], [50 * timing.WALL_LONG_FACTOR, pytest.approx(600.0)]]
+    assert timed == [[50, pytest.approx(300.0)], [50 * perf.WALL_LONG_FACTOR, pytest.approx(600.0)]]
 
 
 def test_a_longer_stall_in_every_window_is_spread_over_the_third_and_longest_pass(clock):
     # 300 ms in each pass: 3.5 ms a call over the second pass's 200 calls, 2.375 over the third's 800
-    result, windows = _measure_with_stalled_windows(clock, stalls=timing.WALL_PASSES, stall_ms=300.0)
+    result, windows = _measure_with_stalled_windows(clock, stalls=perf.WALL_PASSES, stall_ms=300.0)
     assert windows == 3 and not result.bound_applied and result.ratio == pytest.approx(0.5)
 
 
 def test_a_host_slow_in_every_call_of_every_window_still_bounds_the_claim(clock):
     # no pass is quick: each of its calls costs 4 ms more than the claim, however long the pass
-    result, windows = _measure_with_stalled_windows(clock, stalls=timing.WALL_PASSES, stall_ms=0.0,
+    result, windows = _measure_with_stalled_windows(clock, stalls=perf.WALL_PASSES, stall_ms=0.0,
                                                     per_call_ms=4.0)
-    assert windows == timing.WALL_PASSES and result.bound_applied
-    assert result.submission_ms == pytest.approx((6.0 - timing.HOST_ALLOWANCE_MS) / timing.WALL_SLACK)
+    assert windows == perf.WALL_PASSES and result.bound_applied
+    assert result.submission_ms == pytest.approx((6.0 - perf.HOST_ALLOWANCE_MS) / perf.WALL_SLACK)
 
 
 def test_rounds_after_the_first_warm_up_for_less_on_both_sides(clock):
@@ -325,7 +327,7 @@ def test_rounds_after_the_first_warm_up_for_less_on_both_sides(clock):
 
     class RecordingImpl(FakeImpl):
         def run(self, fn, *args):
-            if fn is timing.time_kernel:
+            if fn is perf.time_kernel:
                 warmups["submission"].append(args[2])
             return super().run(fn, *args)
 
@@ -333,18 +335,18 @@ def test_rounds_after_the_first_warm_up_for_less_on_both_sides(clock):
         warmups["baseline"].append(warmup_ms)
         return clock_bench(clock)(fn)
 
-    timing.measure_ratio(RecordingImpl(kernel_module(clock, 2.0), clock), "demo.add_one", counter_inputs(),
+    perf.measure_ratio(RecordingImpl(kernel_module(clock, 2.0), clock), "demo.add_one", counter_inputs(),
                          {"base": baseline(clock, 1.0)}, check=exact_check, bench=bench, clock=clock,
                          sync=lambda: None, environment=lambda: [], rounds=3, wall_check=False)
-    later = timing.LATER_ROUND_WARMUP_MS
-    assert warmups["submission"] == warmups["baseline"] == [timing.DEFAULT_WARMUP_MS, later, later]
+    later = perf.LATER_ROUND_WARMUP_MS
+    assert warmups["submission"] == warmups["baseline"] == [perf.DEFAULT_WARMUP_MS, later, later]
 
 
 def test_a_window_reply_missing_outputs_fails_cleanly(clock):
     impl = ForgingImpl(kernel_module(clock, 2.0), clock,
-                       lambda fn, real: real[:1] if fn is timing.call_repeatedly else real)
+                       lambda fn, real: real[:1] if fn is perf.call_repeatedly else real)
     with pytest.raises(AssertionError, match="one output per input set"):
-        timing.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
+        perf.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
                              check=exact_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
                              environment=lambda: [])
 
@@ -364,15 +366,15 @@ def test_window_outputs_are_audited(clock):
 
 def test_tiny_claims_make_the_window_inconclusive(clock):
     result = measure(clock, kernel_module(clock, 1e-5), {"base": baseline(clock, 1e-5)})
-    assert result.window.calls == timing.MAX_WALL_CALLS
+    assert result.window.calls == perf.MAX_WALL_CALLS
     assert not result.window.conclusive
     assert not result.bound_applied
 
 
 def test_window_calls_scale_with_the_claim(clock):
     result = measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)})
-    assert result.window.calls == int(timing.WALL_WINDOW_MS / 2.0)
-    assert result.window.input_sets == timing.MAX_WALL_SETS
+    assert result.window.calls == int(perf.WALL_WINDOW_MS / 2.0)
+    assert result.window.input_sets == perf.MAX_WALL_SETS
 
 
 class LargeInput(int):
@@ -389,8 +391,8 @@ def test_the_window_keeps_its_input_sets_within_a_memory_budget(clock):
     counter = counter_inputs()
     result = measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)},
                      make_inputs=lambda: tuple(LargeInput(x) for x in counter()))
-    assert result.window.calls == int(timing.WALL_WINDOW_MS / 2.0)     # as many calls, over fewer sets
-    assert result.window.input_sets == timing.WALL_INPUT_BUDGET_BYTES // (256 << 20) == 4
+    assert result.window.calls == int(perf.WALL_WINDOW_MS / 2.0)     # as many calls, over fewer sets
+    assert result.window.input_sets == perf.WALL_INPUT_BUDGET_BYTES // (256 << 20) == 4
 
 
 def test_baseline_drift_within_the_spread_is_not_a_retry(clock):
@@ -452,7 +454,8 @@ def test_an_allocator_short_of_gpu_memory_while_timing_asks_for_a_retry(clock, m
     # On a GPU shared with other submissions, an allocation that fails frees the cache and synchronises
     # the device inside the timed calls: a stall the kernel did not cause, never a lower grade.
     retries = {"worker": 0, "checker": 0}
-    monkeypatch.setattr(timing, "alloc_retries", lambda modules: retries["checker" if modules is None else "worker"])
+    monkeypatch.setattr(perf_measure, "alloc_retries",
+                        lambda modules: retries["checker" if modules is None else "worker"])
     modules = kernel_module(clock, 2.0)
     add_one = modules.demo.add_one
 
@@ -468,7 +471,7 @@ def test_an_allocator_short_of_gpu_memory_while_timing_asks_for_a_retry(clock, m
 
 
 def test_allocator_retries_from_before_the_check_are_no_reason_to_retry(clock, monkeypatch):
-    monkeypatch.setattr(timing, "alloc_retries", lambda modules: 7)    # retries before the check do not count
+    monkeypatch.setattr(perf_measure, "alloc_retries", lambda modules: 7)    # retries before the check do not count
     result = measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)})
     assert not result.retry and "alloc_retries" not in result.as_record()["measured"]
 
@@ -480,12 +483,12 @@ def test_measure_ratio_needs_a_baseline(clock):
 
 def test_factories_outside_grader_are_refused():
     with pytest.raises(ValueError, match="grader/"):
-        timing.resolve_target(None, "os:system", ())
+        perf.resolve_target(None, "os:system", ())
 
 
 def test_factory_targets_get_the_modules_and_inputs(monkeypatch):
-    monkeypatch.setattr(timing, "_demo_factory", lambda modules, x: (lambda: (modules, x)), raising=False)
-    step = timing.resolve_target("MODULES", "grader.perf.timing:_demo_factory", (3,))
+    monkeypatch.setattr(in_worker, "_demo_factory", lambda modules, x: (lambda: (modules, x)), raising=False)
+    step = perf.resolve_target("MODULES", "grader.perf.in_worker:_demo_factory", (3,))
     assert step() == ("MODULES", 3)
 
 
@@ -572,7 +575,7 @@ def test_timing_round_trip_through_an_isolated_worker():
             assert output == 2 * inputs[0], f"param_bytes({inputs[0]}, 'bf16') gave {output}"
 
         sizes = iter(range(1000, 100000, 1000))
-        result = timing.measure_ratio(
+        result = perf.measure_ratio(
             impl, "accounting.param_bytes", lambda: (next(sizes), "bf16"),
             {"python multiply": lambda n, dtype: (lambda: 2 * n)}, check=check, rounds=2,
             warmup_ms=1, rep_ms=5, environment=lambda: [])

@@ -1,4 +1,4 @@
-"""Timing cheats (issue 14 hole 8) against grader.perf.timing, on CPU with fakes: memoised outputs, work hidden
+"""Timing cheats (issue 14 hole 8) against grader.perf, on CPU with fakes: memoised outputs, work hidden
 from the timed stream, and a worker that loads the GPU while the checker times the baseline."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import types
 import pytest
 from perf_fakes import FakeImpl, clock_bench
 
-from grader.perf import pausing, timing
+from grader import perf
+from grader.perf import in_worker, pausing
 
 torch = pytest.importorskip("torch")
 
@@ -50,7 +51,7 @@ def memoising_module(clock, key):
 
 def measure(clock, modules, **options):
     impl = FakeImpl(modules, clock)
-    return timing.measure_ratio(impl, "demo.add_one", tensor_inputs(), {"base": baseline_tensor(clock, 1.0)},
+    return perf.measure_ratio(impl, "demo.add_one", tensor_inputs(), {"base": baseline_tensor(clock, 1.0)},
                                 check=plus_one_check, bench=clock_bench(clock), clock=clock, sync=lambda: None,
                                 environment=lambda: [], wall_check=False, ramp=lambda: None, **options)
 
@@ -82,20 +83,20 @@ def test_an_output_replayed_for_the_same_address_is_caught_by_the_audit(clock):
 
 def test_refreshes_replayed_at_once_match_the_worker_s_call_by_call_refreshes():
     worker = (torch.randn(5, 7), torch.randn(3, dtype=torch.float64), torch.arange(4), 3)
-    checker = timing._clone_inputs(worker)
+    checker = perf.clone_inputs(worker)
     for step in range(1, 12):
-        timing.refresh_inputs(worker, seed=99, step=step)
-    timing.replay_refreshes(checker, seed=99, steps=11)
+        perf.refresh_inputs(worker, seed=99, step=step)
+    perf.replay_refreshes(checker, seed=99, steps=11)
     assert all(torch.equal(a, b) for a, b in zip(worker[:3], checker[:3]))
     assert torch.equal(worker[2], torch.arange(4))            # integers are left alone
-    original = timing._clone_inputs(checker)
-    timing.refresh_inputs(checker, seed=99, step=12)
+    original = perf.clone_inputs(checker)
+    perf.refresh_inputs(checker, seed=99, step=12)
     assert not torch.equal(checker[0], original[0])
     assert sorted(checker[0].abs().flatten().tolist()) == sorted(original[0].abs().flatten().tolist())
 
 
 def fake_cuda(monkeypatch, clock, device_sync):
-    """CUDA as grader.perf.timing sees it, on a fake clock: events stamped where they are recorded, and a
+    """CUDA as grader.perf.in_worker sees it, on a fake clock: events stamped where they are recorded, and a
     device-wide synchronize that does what the test says."""
 
     class Event:
@@ -105,9 +106,9 @@ def fake_cuda(monkeypatch, clock, device_sync):
         def elapsed_time(self, end):
             return (end.at - self.at) * 1e3
 
-    monkeypatch.setattr(timing, "_cuda_available", lambda: True)
-    monkeypatch.setattr(timing, "_captured_sync", device_sync)
-    monkeypatch.setattr(timing, "_timing_event", Event)
+    monkeypatch.setattr(in_worker, "cuda_available", lambda: True)
+    monkeypatch.setattr(in_worker, "_captured_sync", device_sync)
+    monkeypatch.setattr(in_worker, "_timing_event", Event)
 
 
 def test_work_hidden_from_the_timed_stream_is_counted_by_the_synchronised_span(clock, monkeypatch):
@@ -124,10 +125,10 @@ def test_work_hidden_from_the_timed_stream_is_counted_by_the_synchronised_span(c
         pending["ms"] = 0.0
 
     fake_cuda(monkeypatch, clock, device_sync)
-    monkeypatch.setattr(timing, "_wall_clock", clock)
+    monkeypatch.setattr(in_worker, "wall_clock", clock)
     modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
     result = measure(clock, modules)
-    assert result.claimed_ms >= 2.0 / timing.SYNC_SLACK - 1e-9     # the fake clock rounds
+    assert result.claimed_ms >= 2.0 / perf.SYNC_SLACK - 1e-9     # the fake clock rounds
 
 
 def test_a_host_slowed_by_neighbours_compiles_does_not_slow_an_honest_kernel_s_synchronised_span(monkeypatch):
@@ -149,17 +150,17 @@ def test_a_host_slowed_by_neighbours_compiles_does_not_slow_an_honest_kernel_s_s
         samples["called"] = False
 
     fake_cuda(monkeypatch, clock, device_sync)
-    synced = timing.synced_call_ms(call, lambda: None, per_call_ms=1.0)
+    synced = perf.synced_call_ms(call, lambda: None, per_call_ms=1.0)
     assert synced == pytest.approx(1.0, abs=1e-6)     # the median of the samples said 1.6
 
 
 def test_the_device_synchronize_is_kept_from_before_student_code_rebinds_it(monkeypatch):
-    monkeypatch.setattr(timing, "_captured_sync", None)
-    timing.capture_device_sync()
-    kept = timing._captured_sync
+    monkeypatch.setattr(in_worker, "_captured_sync", None)
+    perf.capture_device_sync()
+    kept = in_worker._captured_sync
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
-    timing.capture_device_sync()
-    assert timing._captured_sync is kept
+    perf.capture_device_sync()
+    assert in_worker._captured_sync is kept
 
 
 def _spin(counter):
@@ -195,7 +196,7 @@ def test_the_worker_is_stopped_while_the_baseline_runs_and_resumed_after(clock):
         while counter.value == 0:
             time.sleep(0.01)
         impl = WorkerImpl(memoising_module(clock, key=lambda x: object()), clock, spinner.pid)
-        timing.measure_ratio(impl, "demo.add_one", tensor_inputs(), {"base": base}, check=plus_one_check,
+        perf.measure_ratio(impl, "demo.add_one", tensor_inputs(), {"base": base}, check=plus_one_check,
                              bench=clock_bench(clock), clock=clock, sync=lambda: None,
                              environment=lambda: [], wall_check=False)
         # the first call is the baseline's untimed set-up, before any round; the three timed ones come after
@@ -240,7 +241,7 @@ def test_fresh_values_and_their_replay_hold_across_a_real_worker():
         assert torch.allclose(output, torch.softmax(inputs[0], dim=-1), atol=1e-5), "wrong output"
 
     try:
-        result = timing.measure_ratio(impl, "softmax.online_softmax", lambda: (torch.randn(8, 64, generator=gen), 16),
+        result = perf.measure_ratio(impl, "softmax.online_softmax", lambda: (torch.randn(8, 64, generator=gen), 16),
                                       {"torch": lambda x, block: (lambda: torch.softmax(x, dim=-1))}, check=check,
                                       rounds=2, warmup_ms=1, rep_ms=5, environment=lambda: [], wall_check=False,
                                       ramp=lambda: None)

@@ -11,8 +11,9 @@ import types
 import pytest
 from perf_fakes import FakeImpl, baseline, clock_bench, counter_inputs, exact_check, kernel_module
 
+from grader import perf
 from grader.perf import cores as timing_cores
-from grader.perf import timing
+from grader.perf import measure as perf_measure
 
 CORES = sorted(os.sched_getaffinity(0))
 needs_two_cores = pytest.mark.skipif(len(CORES) < 2, reason="needs two cores to keep one")
@@ -77,8 +78,8 @@ def test_a_perf_checks_rounds_are_timed_on_the_kept_cores_and_its_warm_up_is_not
         return lambda: (seen.append(os.sched_getaffinity(0)), run())[1]
 
     warm = []
-    monkeypatch.setattr(timing, "warm_up", lambda modules, target, inputs: warm.append(os.sched_getaffinity(0)))
-    timing.measure_ratio(FakeImpl(kernel_module(clock, 2.0), clock), "demo.add_one", counter_inputs(),
+    monkeypatch.setattr(perf_measure, "warm_up", lambda modules, target, inputs: warm.append(os.sched_getaffinity(0)))
+    perf.measure_ratio(FakeImpl(kernel_module(clock, 2.0), clock), "demo.add_one", counter_inputs(),
                          {"base": factory}, check=exact_check, bench=clock_bench(clock), clock=clock,
                          sync=lambda: None, environment=lambda: [], wall_check=False)
     assert warm == [set(CORES)]

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from grader.benchmarks import flash_attention as attention_benchmarks
-from grader.perf.timing import measure_ratio
+from grader.perf.measure import measure_ratio
 from grader.references.attention import (
     assert_backward_matches,
     assert_forward_matches,

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from grader.benchmarks import matmul as matmul_benchmarks
-from grader.perf.timing import measure_ratio
+from grader.perf.measure import measure_ratio
 from grader.references.matmul import assert_matmul_close, describe
 from grader.testing import MATMUL_OPS, raises_from_student, randn
 

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from grader.benchmarks import training as training_benchmarks
-from grader.perf.timing import measure_ratio
+from grader.perf.measure import measure_ratio
 from grader.scenarios.mixed_precision import (
     build_mlp,
     make_optimizer,

@@ -1,7 +1,7 @@
 """`grader bench` and `grader calibrate`: every kernel at its benchmark shapes against its baselines.
 
 Bench is staff and student tooling: it imports the implementation into this process and times each
-case with the same `grader.perf.timing.measure_ratio` the hidden perf tests use, then prints a table
+case with the same `grader.perf.measure.measure_ratio` the hidden perf tests use, then prints a table
 (achieved throughput, baseline, ratio, ladder level) under the environment fingerprint and draws the
 roofline chart. Calibrate runs the reference solutions the same way and writes, for this GPU model,
 ladders of 0.70 / 0.85 / 0.90 x the reference's ratio to grader/calibration.json. The reference ratio
@@ -33,7 +33,7 @@ class CaseResult:
     benchmark: bench_cases.Benchmark
     status: str                     # "ok", "not implemented", "wrong output", "error"
     message: str = ""
-    perf: object = None             # grader.perf.timing.PerfResult when status == "ok"
+    perf: object = None             # grader.perf.record.PerfResult when status == "ok"
 
     @property
     def ok(self) -> bool:
@@ -64,7 +64,7 @@ def measure_case(impl, case: bench_cases.Benchmark, seed: int = 0, **options):
     """
     import torch
 
-    from grader.perf.timing import measure_ratio
+    from grader.perf.measure import measure_ratio
 
     seeds = itertools.count(seed)
 
@@ -176,7 +176,7 @@ def format_table(results: list[CaseResult], points) -> str:
 
 
 def _achieved(case, milliseconds) -> str:
-    from grader.perf.timing import throughput
+    from grader.perf.record import throughput
 
     if case.unit == "GB/s":
         return f"{throughput(case.bytes_moved, milliseconds, 1e9):,.0f} GB/s"

@@ -1,6 +1,6 @@
 """`make bench` (`python -m grader.bench`): your kernels timed the way the hidden perf checks time them.
 
-The same benchmark cases (`grader.benchmarks`), the same timing (`grader.perf.timing.measure_ratio`
+The same benchmark cases (`grader.benchmarks`), the same timing (`grader.perf.measure.measure_ratio`
 through `grader.bench.kernels.measure_case`) and the same ladders as grading: for each graded case it
 prints the ratio to the baseline and the level (below / pass / good / excellent) the ratio reaches,
 then each perf check's points at that level. Ungraded cases (shown for information) have level "-".

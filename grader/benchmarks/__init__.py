@@ -1,7 +1,7 @@
 """What `grader bench` and `grader calibrate` time: one small module per kernel.
 
 Each module's `benchmarks()` lists `Benchmark`s: the shapes, the target timed next to the student's
-code (see `grader.perf.timing.resolve_target`), the baselines (the first is the one a ratio is graded
+code (see `grader.perf.in_worker.resolve_target`), the baselines (the first is the one a ratio is graded
 against), the FLOPs and compulsory HBM bytes of one call, and a loose output check so that a fast but
 wrong kernel never shows up as fast. A benchmark names the perf check id whose ladder it calibrates
 (`check`), or None when it is shown for information only.

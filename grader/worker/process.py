@@ -43,9 +43,9 @@ def serve(channel_fd, arguments_fd, replies_fd) -> None:
     devices.configure()
     import torch  # noqa: F401 - imported before "ready": start-up is not the student's time
 
-    from grader.perf import timing
+    from grader.perf import in_worker
 
-    timing.capture_device_sync()  # torch's own synchronize, kept before student code can rebind it
+    in_worker.capture_device_sync()  # torch's own synchronize, kept before student code can rebind it
 
     from grader.worker.compile_notices import CompileNotices
     from grader.worker.modules import Modules
