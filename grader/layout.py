@@ -26,7 +26,7 @@ class Audience:
 
 AUDIENCES = {
     "students": Audience(shipped=True, graded=True),    # plugin, test plumbing, references
-    "checker": Audience(shipped=False, graded=True),    # used only when grading: scenarios, benchmarks
+    "checker": Audience(shipped=False, graded=True),    # used only when grading: the hidden scenarios
     "tools": Audience(shipped=True, graded=False),      # student-side tools the checking run never uses
     "staff": Audience(shipped=False, graded=False),     # runner, reports, handout builder
 }

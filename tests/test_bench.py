@@ -10,9 +10,9 @@ from click.testing import CliRunner
 from perf_fakes import FakeImpl, baseline, clock_bench, exact_check, fake_clock, kernel_module
 
 from grader.bench import kernels as bench
-from grader.benchmarks import KERNELS, Benchmark, benchmarks
 from grader.cli import main
 from grader.errors import GraderError
+from grader.perf.cases import KERNELS, Benchmark, benchmarks
 from grader.perf.record import PerfResult
 from grader.points import load_points
 
@@ -109,7 +109,7 @@ def test_attention_is_graded_against_cudnn_and_also_shows_flash():
 
 
 def test_training_counts_six_flops_per_parameter_per_token():
-    from grader.benchmarks import training
+    from grader.perf.cases import training
 
     (case,) = cases("training")
     assert case.flops == 6 * training.PARAMS * training.TOKENS

@@ -27,7 +27,7 @@ def test_a_subpackage_without_an_audience_is_refused(tmp_path):
 
 @pytest.mark.parametrize("path, audience", [
     ("plugin.py", "students"), ("points/softmax.toml", "students"), ("references/attention.py", "students"),
-    ("scenarios/flash_attention.py", "checker"), ("benchmarks/matmul.py", "students"),
+    ("scenarios/flash_attention.py", "checker"), ("perf/cases/matmul.py", "students"),
     ("bench/student.py", "tools"),
     ("grade/runner.py", "staff"), ("report/templates/style.css", "staff"), ("handout/build.py", "staff"),
     ("cli/__init__.py", "staff"),
@@ -62,7 +62,7 @@ def test_a_staff_only_edit_keeps_existing_grades(checkout, staff_file):
 
 
 @pytest.mark.parametrize("checker_file", ["plugin.py", "scenarios/flash_attention.py", "references/matmul.py",
-                                          "points/softmax.toml", "benchmarks/softmax.py"])
+                                          "points/softmax.toml", "perf/cases/softmax.py"])
 def test_an_edit_the_checking_run_sees_regrades(checkout, checker_file):
     repo, fingerprint = checkout
     before = fingerprint()

@@ -1,6 +1,6 @@
 """Hidden tests for the `flash_attention` problem: more shapes and dtypes, stability, the rules
 (no PyTorch attention inside the Triton path, nothing n x n saved, memory linear in n), input errors,
-and (GPU only) forward and backward time against PyTorch's SDPA (grader.benchmarks.flash_attention).
+and (GPU only) forward and backward time against PyTorch's SDPA (grader.perf.cases.flash_attention).
 
 The scenarios run through `impl.run` come from `grader.references.attention` and
 `grader.scenarios.flash_attention`, never from this file: the worker imports a scenario's module, and this
@@ -10,7 +10,7 @@ file must not be readable by student code.
 import pytest
 import torch
 
-from grader.benchmarks import flash_attention as attention_benchmarks
+from grader.perf.cases import flash_attention as attention_benchmarks
 from grader.perf.measure import measure_ratio
 from grader.references.attention import (
     assert_backward_matches,

@@ -8,14 +8,14 @@ What each check catches (the matmul_* variants in tests/broken_variants.py fall 
 - torch.matmul / @ inside `matmul`, or no Triton launch at all;
 - results cached by shape: the same shape called again on new inputs;
 - strides ignored (inputs assumed contiguous): sliced, stepped and broadcast views.
-The perf check times bf16/fp16 4096^3 and 8192^3 against cuBLAS (grader.benchmarks.matmul), with the
+The perf check times bf16/fp16 4096^3 and 8192^3 against cuBLAS (grader.perf.cases.matmul), with the
 same rules in force and every timed output checked.
 """
 
 import pytest
 import torch
 
-from grader.benchmarks import matmul as matmul_benchmarks
+from grader.perf.cases import matmul as matmul_benchmarks
 from grader.perf.measure import measure_ratio
 from grader.references.matmul import assert_matmul_close, describe
 from grader.testing import MATMUL_OPS, raises_from_student, randn

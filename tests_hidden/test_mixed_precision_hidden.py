@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.benchmarks import training as training_benchmarks
+from grader.perf.cases import training as training_benchmarks
 from grader.perf.measure import measure_ratio
 from grader.scenarios.mixed_precision import (
     build_mlp,

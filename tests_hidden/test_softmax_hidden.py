@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from grader.benchmarks import softmax as softmax_benchmarks
+from grader.perf.cases import softmax as softmax_benchmarks
 from grader.perf.measure import measure_ratio
 from grader.references.softmax import assert_softmax_close, reference_softmax
 from grader.testing import SOFTMAX_OPS, assert_close, raises_from_student, randn

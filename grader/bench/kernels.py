@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import benchmarks as bench_cases
+from grader.perf import cases as bench_cases
 from grader.points import CALIBRATION_FILE, LADDER_LEVELS, load_calibration, load_points
 
 # Levels at least 12% apart, so a 10% speed difference moves a grade by at most one level gap.

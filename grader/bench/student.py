@@ -1,6 +1,6 @@
 """`make bench` (`python -m grader.bench`): your kernels timed the way the hidden perf checks time them.
 
-The same benchmark cases (`grader.benchmarks`), the same timing (`grader.perf.measure.measure_ratio`
+The same benchmark cases (`grader.perf.cases`), the same timing (`grader.perf.measure.measure_ratio`
 through `grader.bench.kernels.measure_case`) and the same ladders as grading: for each graded case it
 prints the ratio to the baseline and the level (below / pass / good / excellent) the ratio reaches,
 then each perf check's points at that level. Ungraded cases (shown for information) have level "-".
@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from grader import benchmarks as bench_cases
+from grader.perf import cases as bench_cases
 from grader.points import CALIBRATION_FILE, POINTS_DIR, load_points
 
 HERE = Path(__file__).resolve().parent

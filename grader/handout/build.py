@@ -25,10 +25,10 @@ from pathlib import Path
 import jinja2
 
 from grader import layout
-from grader.benchmarks import KERNELS
 from grader.errors import HandoutError
 from grader.handout.stubs import REPO_ROOT, expected_stubs
 from grader.handout.writeup import environment, write_writeup
+from grader.perf.cases import KERNELS
 from grader.points import load_points
 
 # Student tools beyond the public suite: `make bench` runs `python -m grader.bench`.
@@ -36,7 +36,7 @@ from grader.points import load_points
 # training step's baseline is the bf16 mixed-precision step itself, an answer: it stays with staff.
 BENCH_KERNELS_KEPT = ("training",)
 STUDENT_TOOLS = ("grader.bench.__main__", "grader.bench.student",
-                 *(f"grader.benchmarks.{kernel}" for kernel in KERNELS if kernel not in BENCH_KERNELS_KEPT))
+                 *(f"grader.perf.cases.{kernel}" for kernel in KERNELS if kernel not in BENCH_KERNELS_KEPT))
 # Always shipped: the scoring core the plugin reads (also reached by the closure; listed for clarity).
 ALWAYS = ("grader", "grader.errors", "grader.points", "grader.results", "grader.scoring")
 SKIP_NAMES = {"__pycache__", ".pytest_cache"}

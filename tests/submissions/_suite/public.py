@@ -61,7 +61,7 @@ def test_e_flash_attention_forward_matches_math(impl, gen, device):
 @pytest.mark.triton
 def test_f_softmax_triton_bandwidth(impl, record_perf):
     # the timing cheats' target: graded only with perf checks on (GPU), like the real softmax perf check
-    from grader.benchmarks import softmax as cases
+    from grader.perf.cases import softmax as cases
     from grader.perf.measure import measure_ratio
 
     case = cases._case(4096, check="softmax.gallery.perf")

@@ -1,4 +1,4 @@
-"""What `grader bench` and `grader calibrate` time: one small module per kernel.
+"""The perf cases: what the hidden perf tests, `grader bench` and `grader calibrate` time, one module per kernel.
 
 Each module's `benchmarks()` lists `Benchmark`s: the shapes, the target timed next to the student's
 code (see `grader.perf.in_worker.resolve_target`), the baselines (the first is the one a ratio is graded
@@ -14,8 +14,6 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Callable
 
-AUDIENCE = "students"   # the hidden perf tests time these, and make bench shows students the same cases
-
 KERNELS = ("matmul", "softmax", "flash_attention", "training")
 
 
@@ -23,7 +21,7 @@ KERNELS = ("matmul", "softmax", "flash_attention", "training")
 class Benchmark:
     kernel: str                          # one of KERNELS
     case: str                            # shape and dtype in words, e.g. "bf16 4096x4096x4096"
-    target: str                          # "module.function" or "grader.benchmarks.x:factory"
+    target: str                          # "module.function" or "grader.perf.cases.x:factory"
     make_inputs: Callable                # (torch.Generator) -> tuple of fresh inputs on its device
     baselines: dict                      # {name: factory(*inputs) -> zero-argument callable}
     flops: float                         # per call
@@ -47,9 +45,9 @@ def benchmarks(kernels=()) -> list[Benchmark]:
         raise GraderError(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(KERNELS)}")
     # The handout leaves out a kernel whose baseline is an answer (training): bench shows the others.
     chosen = [kernel for kernel in KERNELS if (not kernels or kernel in kernels)
-              and importlib.util.find_spec(f"grader.benchmarks.{kernel}") is not None]
+              and importlib.util.find_spec(f"grader.perf.cases.{kernel}") is not None]
     return [case for kernel in chosen
-            for case in importlib.import_module(f"grader.benchmarks.{kernel}").benchmarks()]
+            for case in importlib.import_module(f"grader.perf.cases.{kernel}").benchmarks()]
 
 
 def relative_error(actual, expected) -> float:

@@ -6,7 +6,7 @@ of the ridge). 2048^3, an LLM projection and the wave-quantization pair 1792/179
 
 from __future__ import annotations
 
-from grader.benchmarks import Benchmark, assert_relative_error, randn
+from grader.perf.cases import Benchmark, assert_relative_error, randn
 
 CHECK = "matmul.perf.throughput"
 GRADED_SIZES = (4096, 8192)

@@ -8,7 +8,7 @@ write, 32 bytes per parameter); activations are not counted, so the intensity sh
 
 from __future__ import annotations
 
-from grader.benchmarks import Benchmark, randn
+from grader.perf.cases import Benchmark, randn
 
 CHECK = "mixed_precision.perf.step"
 WIDTH = 2048
@@ -26,7 +26,7 @@ def benchmarks() -> list[Benchmark]:
     return [Benchmark(
         kernel="training",
         case=f"bf16 autocast MLP {BLOCKS}x({WIDTH}->{HIDDEN}->{WIDTH}) AdamW, {TOKENS} tokens",
-        target="grader.benchmarks.training:student_step",
+        target="grader.perf.cases.training:student_step",
         make_inputs=lambda gen: (randn((TOKENS, WIDTH), torch.float32, gen),
                                  randn((TOKENS, WIDTH), torch.float32, gen)),
         baselines={"eager autocast step": eager_step},

@@ -8,7 +8,7 @@ bytes (read x, write y). Each input is 256 MB (>= 4x L2), so the L2 flush cannot
 
 from __future__ import annotations
 
-from grader.benchmarks import Benchmark, assert_relative_error, randn
+from grader.perf.cases import Benchmark, assert_relative_error, randn
 
 CHECK = "softmax.perf.bandwidth"
 CHECK_ONLINE = "softmax.perf.online"

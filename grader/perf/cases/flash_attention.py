@@ -9,7 +9,7 @@ does about N/2 FLOP per byte: compute-bound, right of the ridge.
 
 from __future__ import annotations
 
-from grader.benchmarks import Benchmark, assert_relative_error, randn
+from grader.perf.cases import Benchmark, assert_relative_error, randn
 
 CHECK_FORWARD = "flash_attention.perf.forward"
 CHECK_BACKWARD = "flash_attention.perf.backward"
@@ -45,7 +45,7 @@ def _case(direction, head_dim, causal) -> Benchmark:
             check_output=_check_forward, **common)
     return Benchmark(
         case=f"bwd bf16 B{batch} H{heads} N{n} d{head_dim} {mask}",
-        target="grader.benchmarks.flash_attention:backward_step",
+        target="grader.perf.cases.flash_attention:backward_step",
         make_inputs=lambda gen: tuple(randn(shape, torch.bfloat16, gen) for _ in range(4)) + (causal,),
         baselines={"SDPA cuDNN": _sdpa_backward("CUDNN_ATTENTION"),
                    "SDPA flash": _sdpa_backward("FLASH_ATTENTION")},
