@@ -265,7 +265,7 @@ def _fwd_config(head_dim, dtype):
         return dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)
     if dtype == torch.float32:  # 4-byte tiles: half the tile area fits the same shared memory
         return dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2)
-    # H200 sweep (scripts/bench_flash_attention.py --sweep, bf16, N=4096): 8 warps = two warpgroups
+    # H200 sweep (scripts/measure/reference_flash_attention.py --sweep, bf16, N=4096): 8 warps = two warpgroups
     if head_dim <= 64:
         return dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)
     return dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3)

@@ -40,7 +40,7 @@ NEG_INF = float("-inf")
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 # BEGIN SOLUTION
-# Launch settings, chosen from a sweep on an H200 (scripts/bench_softmax.py --sweep, 256 MB tensors).
+# Launch settings, chosen from a sweep on an H200 (scripts/measure/reference_softmax.py --sweep, 256 MB tensors).
 # Rows whose padded length is at most this many columns are done in one pass, the whole row in
 # registers; longer rows use the two-pass online kernel.
 ONE_PASS_MAX_COLS = 16384

@@ -56,10 +56,10 @@ def host_tmp():
 
 @pytest.fixture(scope="session")
 def load_script():
-    """load_script(name) -> scripts/<name>.py imported as a module, for tests of the staff scripts."""
+    """load_script("measure/name") -> scripts/measure/name.py imported as a module, for tests of the staff scripts."""
 
     def load(name: str):
-        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(name.rpartition("/")[2], REPO_ROOT / "scripts" / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module

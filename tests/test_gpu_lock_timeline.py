@@ -1,4 +1,4 @@
-"""scripts/gpu_lock_timeline.py: the lock timelines of runs that shared a GPU, laid side by side."""
+"""scripts/investigations/gpu_lock_timeline.py: the lock timelines of runs that shared a GPU, laid side by side."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def timeline(load_script):
-    return load_script("gpu_lock_timeline")
+    return load_script("investigations/gpu_lock_timeline")
 
 
 def _write(folder: Path, student: str, intervals: list[str]) -> None:

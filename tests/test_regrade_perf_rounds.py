@@ -1,4 +1,4 @@
-"""scripts/regrade_perf_rounds.py: a batch's recorded perf rounds, re-graded under the current rule."""
+"""scripts/measure/regrade_perf_rounds.py: a batch's recorded perf rounds, re-graded under the current rule."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def regrade(load_script):
-    return load_script("regrade_perf_rounds")
+    return load_script("measure/regrade_perf_rounds")
 
 
 def _result(folder: Path, student: str, ratio: float, rounds: list[tuple[float, float, float]]) -> None:

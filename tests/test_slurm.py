@@ -1,5 +1,5 @@
 """`grader grade --slurm` against a real two-node Slurm started on this machine by
-scripts/slurm_cluster.sh (needs root; installs Debian's packages when missing). A class of six
+scripts/ci/slurm_cluster.sh (needs root; installs Debian's packages when missing). A class of six
 submissions of the fake suite: graded through Slurm it gets the grades of a local run, a second run
 submits nothing, and a task cancelled mid-run leaves no result and is graded alone by the next run.
 Plus the pure pieces (sbatch argv, squeue parsing, chunks) without a cluster."""
@@ -24,7 +24,7 @@ from grader.grade import slurm
 from grader.grade.runner import grade_all
 
 REPO = Path(__file__).resolve().parent.parent
-SCRIPT = REPO / "scripts" / "slurm_cluster.sh"
+SCRIPT = REPO / "scripts" / "ci" / "slurm_cluster.sh"
 BUDGET = 300.0             # per submission: never reached by one that returns
 HANG_BUDGET = 15.0         # the regrade of the hanging submission ends on this budget (status: timeout)
 HANG = "def answer():\n    while True:\n        pass\n"
@@ -38,7 +38,7 @@ def _squeue(*args) -> list[str]:
 @pytest.fixture(scope="module")
 def cluster():
     if os.geteuid() != 0:
-        pytest.skip("needs root: scripts/slurm_cluster.sh starts munged, slurmctld and slurmd")
+        pytest.skip("needs root: scripts/ci/slurm_cluster.sh starts munged, slurmctld and slurmd")
     started = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, timeout=600)
     if started.returncode != 0 and shutil.which("sbatch") is None:
         pytest.skip(f"Slurm's packages could not be installed: {started.stderr.strip()[-300:]}")

@@ -1,6 +1,6 @@
 """Time the reference Triton matmul (solutions/matmul.py) against cuBLAS (torch.matmul) on one GPU.
 
-    PYTHONPATH=. python scripts/bench_matmul.py [--json results.jsonl] [--rounds 2]
+    PYTHONPATH=. python scripts/measure/reference_matmul.py [--json results.jsonl] [--rounds 2]
 
 For each shape and dtype: one call that autotunes and is checked against torch.matmul, then
 `triton.testing.do_bench` medians (L2 flushed between repetitions) of the two, alternating which goes

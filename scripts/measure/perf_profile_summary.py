@@ -1,10 +1,10 @@
 """Where a perf check's time goes, test by test: from a checking run's results stream and its log.
 
-`scripts/gpu_proofs.sh profile` runs the reference's perf checks with GRADER_TIMING_DEBUG=1, so the worker
+`scripts/measure/gpu_proofs.sh profile` runs the reference's perf checks with GRADER_TIMING_DEBUG=1, so the worker
 prints each timing call's steps (clone, first call, bench, sync span: wall ms) and the stream holds each
 round's wall times on the checker's side. This lays both out per test, then sums them.
 
-Usage: python scripts/perf_profile_summary.py RESULTS.jsonl [LOG]
+Usage: python scripts/measure/perf_profile_summary.py RESULTS.jsonl [LOG]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ a neighbour had it alone (that neighbour's perf check timing), while a neighbour
 alone (the turnstile holds new sharers back then), and otherwise; and for the batch how much of the
 time some run had the GPU alone, some shared it, or none held it at all.
 
-Usage: python scripts/gpu_lock_timeline.py OUT_FOLDER [OUT_FOLDER ...]   (a graded folder: */result.json)
+Usage: python scripts/investigations/gpu_lock_timeline.py OUT_FOLDER [OUT_FOLDER ...]   (a graded folder: */result.json)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Time the reference FlashAttention-2 (solutions/flash_attention.py) against PyTorch's SDPA on one GPU.
 
-    PYTHONPATH=. python scripts/bench_flash_attention.py [--quick] [--sweep] [--json results.jsonl]
+    PYTHONPATH=. python scripts/measure/reference_flash_attention.py [--quick] [--sweep] [--json results.jsonl]
 
 The FlashAttention papers' protocol: bf16, 16 heads, B*N = 16k tokens, N in 1k..16k, d in {64, 128},
 causal and not. For each case, `triton.testing.do_bench` medians (L2 flushed) of

@@ -8,7 +8,7 @@
 #   block16:    make bench's student bench on a 16 x 16-tile matmul (right on CPU, slow on GPU) and the reference.
 #   doctor:     `grader doctor`, then the examples graded sandboxed on GPU 0 (bubblewrap root as $2).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 OUT=${OUT:-out}
 mkdir -p "$OUT"

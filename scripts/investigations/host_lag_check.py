@@ -34,7 +34,7 @@ On the H200 (16 cores, no SMT; 2026-12-02) no load slowed anything: launches 0.0
 0.186-0.195 ms, spans 0.185-0.198 ms, ratios 0.98-1.04 under every load. What slowed honest matmuls in
 a batch of eight at 4 per GPU is not CPU load as such.
 
-Usage: PYTHONPATH=. python scripts/host_lag_check.py [LOAD ...]   (default: all of LOADS)
+Usage: PYTHONPATH=. python scripts/investigations/host_lag_check.py [LOAD ...]   (default: all of LOADS)
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ import triton.testing
 from grader.perf import in_worker, record, wall_window
 from grader.worker.modules import Modules, resolve
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ROUNDS = 5
 LOADS = ("idle", "compile", "shared-core", "compile-smt", "python", "contexts", "allocations", "smi", "unlocked")
 
@@ -108,7 +108,7 @@ def burn_allocations(stop) -> None:
 
 
 def burn_smi(stop) -> None:
-    """The samplers scripts/gpu_proofs.sh runs beside a batch."""
+    """The samplers scripts/measure/gpu_proofs.sh runs beside a batch."""
     import subprocess
 
     queries = (["--query-gpu=memory.used", "-lms", "500"], ["--query-compute-apps=pid,used_memory", "-lms", "1000"])

@@ -3,8 +3,8 @@ and against the same code with `tl.dot(..., input_precision="tf32")`, printing e
 bound. The policy under test: fp32 checks require IEEE fp32 products, so the reference passes with
 room to spare and the TF32 variant fails every case with a message that names TF32.
 
-    python scripts/tf32_policy_check.py            # on the GPU machine, from the repo root
-    python scripts/tf32_policy_check.py --cpu      # smoke test of the script itself, small shapes
+    python scripts/investigations/tf32_policy_check.py            # on the GPU machine, from the repo root
+    python scripts/investigations/tf32_policy_check.py --cpu      # smoke test of the script itself, small shapes
 
 Triton's CPU interpreter ignores input_precision, which is why the real check needs a GPU (on --cpu
 both variants pass: that proves only that the script runs).
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from grader.numerics import OUTPUT_FACTOR, error_signature, lowp_allowed, max_abs_error  # noqa: E402

@@ -6,7 +6,7 @@ every perf test whose recorded ratio differs from the ratio the current rule
 (`grader.perf.record.graded_claims`, `grader.perf.measure.quickest_ratio`) gives the same rounds. No GPU needed:
 it is how a change to the rule is measured on what an H200 batch really recorded.
 
-Usage: PYTHONPATH=. python scripts/regrade_perf_rounds.py RESULTS_DIR [RESULTS_DIR ...]
+Usage: PYTHONPATH=. python scripts/measure/regrade_perf_rounds.py RESULTS_DIR [RESULTS_DIR ...]
 """
 
 from __future__ import annotations

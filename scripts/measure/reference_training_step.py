@@ -1,6 +1,6 @@
 """Time solutions.mixed_precision.mixed_precision_step against the same step written plainly.
 
-    PYTHONPATH=. python scripts/bench_training_step.py [--json results.jsonl] [--rounds 5]
+    PYTHONPATH=. python scripts/measure/reference_training_step.py [--json results.jsonl] [--rounds 5]
 
 The model is one pre-norm transformer block (LayerNorm, 16-head attention through
 F.scaled_dot_product_attention, LayerNorm, 4x GELU MLP; d_model 1024, 8 x 1024 tokens) trained with

@@ -1,6 +1,6 @@
 """Time the reference Triton row softmax (solutions/softmax.py) against a copy and torch.softmax.
 
-    PYTHONPATH=. python scripts/bench_softmax.py [--json results.jsonl] [--rounds 2] [--sweep]
+    PYTHONPATH=. python scripts/measure/reference_softmax.py [--json results.jsonl] [--rounds 2] [--sweep]
 
 Softmax is memory-bound, so its honest denominator is the memory system itself: a device-to-device
 copy of the same tensor (y.copy_(x), read + write), timed here with the same `do_bench` (median, L2

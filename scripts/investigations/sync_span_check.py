@@ -5,7 +5,7 @@ a stream nothing waits for) with the worker's own timing function, in this proce
 one's event time, span to a device-wide synchronize, and the graded claim. The cheat's claim must not
 drop below the clean one's by more than the span's slack (SYNC_SLACK).
 
-Usage: PYTHONPATH=. python scripts/sync_span_check.py
+Usage: PYTHONPATH=. python scripts/investigations/sync_span_check.py
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 from grader.perf import in_worker
 from grader.worker.modules import Modules, resolve
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def modules_for(folder: Path, attack: str | None) -> Modules:

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # A real two-node Slurm cluster on this one machine, for testing `grader grade --slurm` (CI runs it).
 #
-#   scripts/slurm_cluster.sh start    install the packages if missing, write the config, start munged,
+#   scripts/ci/slurm_cluster.sh start    install the packages if missing, write the config, start munged,
 #                                     slurmctld and two slurmd (n1, n2), wait until both nodes are idle
-#   scripts/slurm_cluster.sh status   print the daemons and `sinfo`; exit 0 only when all are up
-#   scripts/slurm_cluster.sh stop     cancel every job, wait for the queue to drain, stop the daemons
+#   scripts/ci/slurm_cluster.sh status   print the daemons and `sinfo`; exit 0 only when all are up
+#   scripts/ci/slurm_cluster.sh stop     cancel every job, wait for the queue to drain, stop the daemons
 #
 # No systemd: munged runs as the munge user, slurmctld and slurmd with -D in the background, and stop
 # kills them by the pids recorded at start. Each node has two fake GPUs (character devices like
@@ -14,7 +14,7 @@ set -euo pipefail
 
 STATE=${GRADER_SLURM_DIR:-/tmp/grader-slurm}
 CONF_DIR=/etc/slurm
-MARKER="# written by scripts/slurm_cluster.sh"
+MARKER="# written by scripts/ci/slurm_cluster.sh"
 CTLD_PORT=${GRADER_SLURM_PORT:-16817}         # nodes listen on the next two ports
 NODES=(n1 n2)
 GPUS_PER_NODE=2

@@ -1,7 +1,7 @@
 """What a worker round trip costs with the checker-laid-out transport (grader.worker.shared_tensors), on CPU
 and, where present, CUDA: wall ms of a call that receives tensors and returns them, per payload size.
 
-    PYTHONPATH=. python scripts/channel_transport_cost.py
+    PYTHONPATH=. python scripts/investigations/channel_transport_cost.py
 
 On a GPU the arguments and replies cross as CUDA IPC handles of checker-allocated memory (device
 copies only), so the cost should stay near the empty call's even for hundreds of MB; on the CPU

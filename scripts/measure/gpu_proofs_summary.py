@@ -1,7 +1,7 @@
-"""Print what scripts/gpu_proofs.sh measured: per graded folder, each submission's score and perf ratios,
+"""Print what scripts/measure/gpu_proofs.sh measured: per graded folder, each submission's score and perf ratios,
 and per perf test the spread over the copies (alone vs shared, or one submission graded N times).
 
-Usage: python scripts/gpu_proofs_summary.py LABEL=FOLDER [LABEL=FOLDER ...]
+Usage: python scripts/measure/gpu_proofs_summary.py LABEL=FOLDER [LABEL=FOLDER ...]
 """
 
 from __future__ import annotations

@@ -8,20 +8,20 @@
 #                            -> T4, gain = 4 T1 / T4 (>= 2.5x),
 #                            ratios with 4 sharing vs alone, 4 more full-mark grades
 #                    cheats: the three timing-cheat gallery entries and the clean reference, perf on
-#                    span: the side-stream cheat's speed-up over the clean softmax (scripts/sync_span_check.py)
+#                    span: the side-stream cheat's speed-up over the clean softmax (scripts/investigations/sync_span_check.py)
 # Perf warm-ups (compile, autotune) have the GPU alone, lending it out while they compile;
 # GRADER_PERF_WARMUP=shared (exported before the call) runs them beside the other submissions instead.
 #   seconds (~9 min) eight references at 4 per GPU with SAVE_SECONDS=1: the seconds their tests take
 #                    shared, which the split packs parts by (test_seconds.json, copied to $WORK)
 # Single steps: alone | alone_split | spread | shared | cheats | span | profile (the perf checks alone, timed
-# step by step) | lag (busy cores and GPU neighbours against a timed matmul, scripts/host_lag_check.py). Every grade uses the
+# step by step) | lag (busy cores and GPU neighbours against a timed matmul, scripts/investigations/host_lag_check.py). Every grade uses the
 # hidden suite (all perf checks are there) to keep within the time.
 # part2's throughput line and alone-vs-shared table need part1's $WORK/alone on the same machine;
 # otherwise unpack both tarballs and run
-#   python scripts/gpu_proofs_summary.py alone=part1/alone shared=part2/shared partial=part1/partial
-# Run as: OUT=... bash scripts/gpu_proofs.sh part1   (then part2), each one device call.
+#   python scripts/measure/gpu_proofs_summary.py alone=part1/alone shared=part2/shared partial=part1/partial
+# Run as: OUT=... bash scripts/measure/gpu_proofs.sh part1   (then part2), each one device call.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-out}
 WORK=${WORK:-/tmp/gpu-proofs}
@@ -124,7 +124,7 @@ print("COMPLETIONS (s after the start): " + (", ".join(f"{t:.0f}" for t in done)
 EOF
   tail -n 8 "$WORK/shared.log"
   grep -h "GPU lock:" "$WORK"/shared/*/log.txt   # waited / held alone / lent to compiles, per run
-  python scripts/gpu_lock_timeline.py "$WORK/shared"   # what each run waited for, from the lock timelines
+  python scripts/investigations/gpu_lock_timeline.py "$WORK/shared"   # what each run waited for, from the lock timelines
   python - "$WORK" <<'EOF'
 import re, sys
 from pathlib import Path
@@ -156,19 +156,19 @@ profile() {   # the reference's perf checks alone in one checking run, each timi
     python -m pytest -p grader.plugin -p pytest_timeout tests_hidden -m perf --impl solutions --isolate \
     --results-json "$WORK/profile.jsonl" -q -s -p no:cacheprovider > "$WORK/profile.log" 2>&1
   tail -n 3 "$WORK/profile.log"
-  python scripts/perf_profile_summary.py "$WORK/profile.jsonl" "$WORK/profile.log" | tee "$WORK/profile.txt"
+  python scripts/measure/perf_profile_summary.py "$WORK/profile.jsonl" "$WORK/profile.log" | tee "$WORK/profile.txt"
 }
 
 lag() {   # busy cores and GPU neighbours against the reference's timed 4096^3 matmuls
-  timeout "$(left 300)" python scripts/host_lag_check.py 2>&1 | grep "^HOST-LAG"
+  timeout "$(left 300)" python scripts/investigations/host_lag_check.py 2>&1 | grep "^HOST-LAG"
 }
 
 span() {   # the side-stream cheat against the clean softmax, timed by the worker's own function
-  timeout "$(left 120)" python scripts/sync_span_check.py 2>&1 | grep -v "^timing " | tail -n 4
+  timeout "$(left 120)" python scripts/investigations/sync_span_check.py 2>&1 | grep -v "^timing " | tail -n 4
 }
 
 summary() {
-  python scripts/gpu_proofs_summary.py alone="$WORK/alone" shared="$WORK/shared" partial="$WORK/partial" \
+  python scripts/measure/gpu_proofs_summary.py alone="$WORK/alone" shared="$WORK/shared" partial="$WORK/partial" \
     cheats="$(ls -d "$WORK"/gallery/*/out 2>/dev/null | head -1)" | tee "$WORK/summary.txt"
 }
 

@@ -4,7 +4,7 @@
 # runs on this machine, the stubs 0, `partial` the same total when graded again, one max for all),
 # and `make handout`. Fails on the first step that does not. Called by .ci/run after `make test`.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 work=$(mktemp -d /tmp/newcomer-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 step() { echo; echo "=== newcomer: $* ($(date -u +%H:%M:%S))"; }
