@@ -28,7 +28,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.grade import checking_run, containment, runner, sandbox
+from grader.grade import checking_run, containment, sandbox
+from grader.grade.runner import grade_all
 
 GALLERY = Path(__file__).resolve().parent / "submissions"
 SUITE = GALLERY / "_suite"
@@ -273,9 +274,9 @@ def grade_gallery(root: Path, names: list[str], gpus: str, call_timeout: str, ba
 
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(runner.shutil, "rmtree", inspecting_rmtree)
+            patch.setattr(shutil, "rmtree", inspecting_rmtree)
             patch.setenv("GRADER_CALL_TIMEOUT", call_timeout)
-            status = runner.grade_all(root / "submissions", out=root / "out", suite="all", gpus=gpus, jobs=2,
+            status = grade_all(root / "submissions", out=root / "out", suite="all", gpus=gpus, jobs=2,
                                       timeout=batch_timeout, tests_root=root / "suite",
                                       points_dir=root / "suite" / "points", no_perf=not perf, quiet=True,
                                       no_sandbox=not SANDBOXED, per_gpu=per_gpu)

@@ -248,10 +248,10 @@ def test_bench_json_carries_the_perf_record(points_dir, tmp_path):
 
 
 def test_bench_grader_flag_is_the_grading_command_spelled_as_the_issue_asked(monkeypatch):
-    from grader.grade import runner
+    from grader.bench import grading as grading_module
 
     calls = []
-    monkeypatch.setattr(runner, "bench_grader", lambda copies, **options: calls.append((copies, options)) or 0)
+    monkeypatch.setattr(grading_module, "bench_grader", lambda copies, **options: calls.append((copies, options)) or 0)
     for spelling in (["bench", "grading"], ["bench", "--grader"]):
         done = CliRunner().invoke(main, [*spelling, "--copies", "2", "--no-perf"])
         assert done.exit_code == 0, done.output

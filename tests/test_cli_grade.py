@@ -9,6 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from grader import cli
+from grader.bench import grading
+from grader.bench.grading import bench_summary
 from grader.grade import runner
 
 REPO = Path(__file__).resolve().parent.parent
@@ -17,19 +19,19 @@ sys.path.insert(0, str(REPO / "examples"))
 import make_examples  # noqa: E402
 
 
-def _capture(monkeypatch, name):
+def _capture(monkeypatch, module, name):
     seen = {}
 
     def fake(*args, **kwargs):
         seen["args"], seen["kwargs"] = args, kwargs
         return 0
 
-    monkeypatch.setattr(runner, name, fake)
+    monkeypatch.setattr(module, name, fake)
     return seen
 
 
 def test_grade_passes_every_option_to_grade_all(monkeypatch, tmp_path):
-    seen = _capture(monkeypatch, "grade_all")
+    seen = _capture(monkeypatch, runner, "grade_all")
     result = CliRunner().invoke(cli.main, ["grade", str(tmp_path), "--out", str(tmp_path / "r"),
                                            "--suite", "public", "--gpus", "0,1", "--jobs", "3",
                                            "--timeout", "60", "--only", "alice", "--only", "bob",
@@ -77,7 +79,7 @@ def test_grade_refuses_a_missing_submissions_folder(tmp_path):
 
 
 def test_bench_grading_calls_bench_grader_with_copies(monkeypatch):
-    seen = _capture(monkeypatch, "bench_grader")
+    seen = _capture(monkeypatch, grading, "bench_grader")
     result = CliRunner().invoke(cli.main, ["bench", "grading", "--copies", "3"])
     assert result.exit_code == 0, result.output
     assert seen["args"] == (3,)
@@ -86,7 +88,7 @@ def test_bench_grading_calls_bench_grader_with_copies(monkeypatch):
 
 
 def test_bench_grading_passes_gpus_per_gpu_suite_no_perf_and_out(monkeypatch, tmp_path):
-    seen = _capture(monkeypatch, "bench_grader")
+    seen = _capture(monkeypatch, grading, "bench_grader")
     result = CliRunner().invoke(cli.main, ["bench", "grading", "--copies", "2", "--gpus", "0,1", "--per-gpu", "4",
                                            "--suite", "public", "--no-perf", "--out", str(tmp_path), "--split"])
     assert result.exit_code == 0, result.output
@@ -97,7 +99,7 @@ def test_bench_grading_passes_gpus_per_gpu_suite_no_perf_and_out(monkeypatch, tm
 
 def test_bench_summary_reports_throughput_and_overhead():
     results = [{"status": "graded", "timing": {"tests_s": 2.0, "child_s": 4.0, "total_s": 4.5}}] * 2
-    text = runner.bench_summary(results, elapsed=60.0)
+    text = bench_summary(results, elapsed=60.0)
     assert "2.00 submissions/minute" in text
     assert "overhead beyond test time: 2.50 s" in text and "grader side 0.50 s" in text
     assert "per hour per GPU" not in text        # no GPU: no per-GPU figure
@@ -106,7 +108,7 @@ def test_bench_summary_reports_throughput_and_overhead():
 def test_bench_summary_reads_no_overhead_off_tests_that_ran_in_parts_at_once():
     results = [{"status": "graded", "parts": ["1-a", "2-b"],
                 "timing": {"tests_s": 200.0, "child_s": 110.0, "total_s": 111.0}}]
-    text = runner.bench_summary(results, elapsed=111.0)
+    text = bench_summary(results, elapsed=111.0)
     assert "overhead beyond test time: not measured, the tests ran in 2 parts at once" in text
     assert "-89" not in text                     # 111 s in all less 200 s of tests summed over the parts
 
@@ -114,7 +116,7 @@ def test_bench_summary_reads_no_overhead_off_tests_that_ran_in_parts_at_once():
 def test_bench_summary_reports_submissions_per_hour_per_gpu():
     results = [{"status": "graded", "gpu": "0", "per_gpu": 4,
                 "timing": {"tests_s": 2.0, "child_s": 4.0, "total_s": 4.5}}] * 4
-    text = runner.bench_summary(results, elapsed=600.0, gpus=2)
+    text = bench_summary(results, elapsed=600.0, gpus=2)
     assert "12.0 submissions per hour per GPU (2 GPU(s), 4 at once on each)" in text
 
 

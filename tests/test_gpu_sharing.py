@@ -12,8 +12,13 @@ from fake_suite import GOOD_SOFTMAX
 from fake_suite import make_submission as _submission
 from fake_suite import write_suite as _write_suite
 
-from grader.grade import gpu_sharing, runner
+from grader.grade import batch as batch_module
+from grader.grade import gpu_sharing
+from grader.grade import sizing as sizing_module
+from grader.grade.batch import Batch
+from grader.grade.checking_run import Outcome
 from grader.grade.runner import grade_all
+from grader.grade.sizing import per_gpu_memory_warning
 
 # What the H200 said when six references shared it (issue 17): torch, cuBLAS through torch, and a
 # test's own tensor.
@@ -95,7 +100,7 @@ def test_submissions_whose_shared_gpu_ran_out_of_memory_are_graded_again_alone(t
 
     def execute(self, student, scratch, slot, collect_only=False):
         if collect_only:
-            return runner.Outcome("graded", "", 0, 0.1, _stream("passed", ""), "log")
+            return Outcome("graded", "", 0, 0.1, _stream("passed", ""), "log")
         with lock:
             state["running"] += 1
             second = student in [s for s, _ in state["runs"]]
@@ -106,12 +111,12 @@ def test_submissions_whose_shared_gpu_ran_out_of_memory_are_graded_again_alone(t
         with lock:
             state["running"] -= 1
         if student in ("a", "b") and not second:   # ran out while sharing: passes alone
-            return runner.Outcome("graded", "", 1, 0.2, _stream("failed", OUT_OF_MEMORY_MESSAGES[1]), "log")
-        return runner.Outcome("graded", "", 0, 0.2, _stream("passed", ""), "log")
+            return Outcome("graded", "", 1, 0.2, _stream("failed", OUT_OF_MEMORY_MESSAGES[1]), "log")
+        return Outcome("graded", "", 0, 0.2, _stream("passed", ""), "log")
 
-    monkeypatch.setattr(runner.Batch, "execute", execute)
-    monkeypatch.setattr(runner, "warm_checker_tree", lambda root, suite_dirs: None)
-    monkeypatch.setattr(runner, "gpu_memory_total", lambda: None)
+    monkeypatch.setattr(Batch, "execute", execute)
+    monkeypatch.setattr(batch_module, "warm_checker_tree", lambda root, suite_dirs: None)
+    monkeypatch.setattr(sizing_module, "gpu_memory_total", lambda: None)
     status = grade_all(tmp_path / "subs", out=tmp_path / "out", gpus="0", per_gpu=3, timeout=60,
                        tests_root=tmp_path / "suite", points_dir=tmp_path / "suite" / "points", quiet=True)
     assert status == 0
@@ -124,7 +129,7 @@ def test_submissions_whose_shared_gpu_ran_out_of_memory_are_graded_again_alone(t
 
 
 def test_a_per_gpu_beyond_the_gpus_memory_is_warned_about_with_one_that_fits():
-    warning = runner.per_gpu_memory_warning(6, 140 << 30)
+    warning = per_gpu_memory_warning(6, 140 << 30)
     assert "--per-gpu 6 may need 162 GiB" in warning and "--per-gpu 5 fits" in warning
-    assert runner.per_gpu_memory_warning(4, 140 << 30) is None
-    assert runner.per_gpu_memory_warning(6, None) is None
+    assert per_gpu_memory_warning(4, 140 << 30) is None
+    assert per_gpu_memory_warning(6, None) is None

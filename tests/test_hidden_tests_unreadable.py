@@ -21,7 +21,8 @@ import pytest
 import torch
 
 from grader import disposable
-from grader.grade.runner import Settings, build_checker_tree
+from grader.grade.checker_tree import build_checker_tree
+from grader.grade.settings import Settings
 from grader.impl import InProcessImpl, IsolatedImpl
 from grader.worker.modules import resolve
 

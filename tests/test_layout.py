@@ -6,7 +6,9 @@ from pathlib import Path
 import pytest
 
 from grader import layout
-from grader.grade import runner
+from grader.grade import checker_tree as checker_tree_module
+from grader.grade.checker_tree import build_checker_tree
+from grader.grade.settings import Settings
 
 GRADER = Path(layout.__file__).resolve().parent
 
@@ -44,11 +46,11 @@ def checkout(tmp_path, monkeypatch):
     for suite in ("tests_public", "tests_hidden"):
         (repo / suite).mkdir()
         (repo / suite / f"test_{suite}.py").write_text("def test_x():\n    pass\n")
-    monkeypatch.setattr(runner, "REPO_ROOT", repo)
-    settings = runner.Settings(submissions=tmp_path, out=tmp_path / "out", tests_root=repo,
-                               points_dir=repo / "grader" / "points")
+    monkeypatch.setattr(checker_tree_module, "REPO_ROOT", repo)
+    settings = Settings(submissions=tmp_path, out=tmp_path / "out", tests_root=repo,
+                        points_dir=repo / "grader" / "points")
     trees = iter(range(100))
-    return repo, lambda: runner.build_checker_tree(settings, tmp_path / f"tree{next(trees)}")
+    return repo, lambda: build_checker_tree(settings, tmp_path / f"tree{next(trees)}")
 
 
 @pytest.mark.parametrize("staff_file", ["report/templates/style.css", "grade/runner.py", "handout/build.py",

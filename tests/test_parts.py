@@ -12,7 +12,11 @@ from fake_suite import grade_batch as _grade
 from fake_suite import make_submission as _submission
 from fake_suite import write_suite as _write_suite
 
-from grader.grade import parts, runner
+from grader.bench.grading import bench_grader
+from grader.grade import parts
+from grader.grade import runner as runner_module
+from grader.grade import sizing as sizing_module
+from grader.grade.batch import Batch
 from grader.grade.checking_run import Outcome
 from grader.results import END_LINE, header_line, read_stream, record_line
 from grader.results import TestRecord as Record
@@ -191,7 +195,7 @@ def _scores(out, student):
 def test_a_split_grade_equals_the_whole_suites_grade_and_its_parts_run_at_once(suite_by_problem, tmp_path,
                                                                                   monkeypatch):
     _submission(tmp_path / "subs", "good", {"softmax.py": GOOD_SOFTMAX, "matmul.py": GOOD_MATMUL})
-    spans, real_execute, lock = [], runner.Batch.execute, threading.Lock()
+    spans, real_execute, lock = [], Batch.execute, threading.Lock()
 
     def timed_execute(self, *args, **kwargs):
         start = time.monotonic()
@@ -201,7 +205,7 @@ def test_a_split_grade_equals_the_whole_suites_grade_and_its_parts_run_at_once(s
                 spans.append((kwargs["part"].label, start, time.monotonic()))
         return outcome
 
-    monkeypatch.setattr(runner.Batch, "execute", timed_execute)
+    monkeypatch.setattr(Batch, "execute", timed_execute)
     assert _grade(suite_by_problem, tmp_path / "subs", tmp_path / "whole", split=False) == 0
     assert spans == []
     assert _grade(suite_by_problem, tmp_path / "subs", tmp_path / "split", split=True) == 0
@@ -247,7 +251,7 @@ def test_a_part_that_hangs_costs_only_its_own_parts_tests(suite_by_problem, tmp_
 def test_a_split_submission_whose_gpu_ran_out_is_regraded_as_one_whole_run_alone(suite_by_problem, tmp_path,
                                                                                   monkeypatch):
     _submission(tmp_path / "subs", "big", {"softmax.py": GOOD_SOFTMAX, "matmul.py": GOOD_MATMUL})
-    calls, real_execute = [], runner.Batch.execute
+    calls, real_execute = [], Batch.execute
 
     def execute(self, student, scratch, slot, collect_only=False, part=None):
         if collect_only:
@@ -260,8 +264,8 @@ def test_a_split_submission_whose_gpu_ran_out_is_regraded_as_one_whole_run_alone
             outcome = Outcome(outcome.status, outcome.reason, outcome.exit_code, outcome.duration, stream, "")
         return outcome
 
-    monkeypatch.setattr(runner.Batch, "execute", execute)
-    monkeypatch.setattr(runner, "gpu_memory_total", lambda: None)
+    monkeypatch.setattr(Batch, "execute", execute)
+    monkeypatch.setattr(sizing_module, "gpu_memory_total", lambda: None)
     assert _grade(suite_by_problem, tmp_path / "subs", tmp_path / "out", gpus="0", per_gpu=1) == 0
     assert sorted(calls[:2]) == ["1-softmax", "2-matmul+softmax"] and calls[2:] == ["whole"]
     result, checks = _scores(tmp_path / "out", "big")
@@ -274,7 +278,7 @@ def test_the_next_submissions_part_takes_the_seat_a_quick_part_gives_back(suite_
     # once the quick part ends, not only when the slow one does; never more than two runs at once.
     for student in ("first", "second"):
         _submission(tmp_path / "subs", student, {"softmax.py": GOOD_SOFTMAX, "matmul.py": GOOD_MATMUL})
-    spans, real_execute, lock = [], runner.Batch.execute, threading.Lock()
+    spans, real_execute, lock = [], Batch.execute, threading.Lock()
 
     def execute(self, student, scratch, slot, collect_only=False, part=None):
         if collect_only:
@@ -287,8 +291,8 @@ def test_the_next_submissions_part_takes_the_seat_a_quick_part_gives_back(suite_
             spans.append((student, part.label, start, time.monotonic()))
         return outcome
 
-    monkeypatch.setattr(runner.Batch, "execute", execute)
-    monkeypatch.setattr(runner, "gpu_memory_total", lambda: None)
+    monkeypatch.setattr(Batch, "execute", execute)
+    monkeypatch.setattr(sizing_module, "gpu_memory_total", lambda: None)
     assert _grade(suite_by_problem, tmp_path / "subs", tmp_path / "out", gpus="0", per_gpu=1) == 0
     span = {(student, label): (start, end) for student, label, start, end in spans}
     runs = {student: (min(span[student, label][0] for label in ("1-softmax", "2-matmul+softmax")),
@@ -316,12 +320,12 @@ def test_bench_grading_saves_the_seconds_only_when_every_copy_was_graded(tmp_pat
         (Path(out) / "reference00" / "result.json").write_text(json.dumps(result))
         return 0
 
-    monkeypatch.setattr(runner, "grade_all", grade_all)
+    monkeypatch.setattr(runner_module, "grade_all", grade_all)
     status["now"] = "timeout"
-    assert runner.bench_grader(1, out=str(tmp_path / "out"), save_test_seconds=True) == 1
+    assert bench_grader(1, out=str(tmp_path / "out"), save_test_seconds=True) == 1
     assert not (tmp_path / "seconds.json").exists()
     status["now"] = "graded"
-    assert runner.bench_grader(1, out=str(tmp_path / "out"), save_test_seconds=True) == 0
+    assert bench_grader(1, out=str(tmp_path / "out"), save_test_seconds=True) == 0
     saved = json.loads((tmp_path / "seconds.json").read_text())
     assert saved["gpu"] == "NVIDIA H200"
     assert saved["seconds"] == {"tests_hidden/test_softmax_hidden.py::test_rows[0]": 4.0}

@@ -22,10 +22,29 @@ from fake_suite import write_suite as _write_suite
 from hostile_archives import ignored_names_flood, pax_records_bomb, zip_with_bad_crc, zip_with_utf8_flag_and_bad_name
 
 from grader import results
-from grader.grade import checking_run, containment, runner
-from grader.grade.checking_run import classify_exit
-from grader.grade.runner import detect_gpus, grade_all, parse_gpus
+from grader.errors import GraderError
+from grader.grade import batch as batch_module
+from grader.grade import checking_run, containment, parts, sandbox, submission
+from grader.grade import runner as runner_module
+from grader.grade import sizing as sizing_module
+from grader.grade.batch import Batch
+from grader.grade.checker_tree import grade_key, remove_tree
+from grader.grade.checking_run import Outcome, classify_exit
+from grader.grade.progress import estimate_eta
+from grader.grade.runner import grade_all
 from grader.grade.sandbox import find_bwrap
+from grader.grade.settings import Settings
+from grader.grade.sizing import (
+    MIN_WORKER_MEMORY_MB,
+    default_jobs,
+    default_per_gpu,
+    default_worker_memory_mb,
+    detect_gpus,
+    gpu_memory_total,
+    parse_gpus,
+)
+from grader.perf import gpu_lock
+from grader.report import html
 
 REPO = Path(__file__).resolve().parent.parent
 HANG_BUDGET = 30.0  # the hanging submission's budget: enough for its first tests to report first
@@ -264,7 +283,7 @@ def batch_settings(monkeypatch):
         def run(self):
             return 0
 
-    monkeypatch.setattr(runner, "Batch", FakeBatch)
+    monkeypatch.setattr(runner_module, "Batch", FakeBatch)
     return seen
 
 
@@ -345,10 +364,10 @@ def test_installed_but_broken_bubblewrap_fails_the_preflight_and_grades_nobody(t
     fake = tmp_path / "bwrap"
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)
-    monkeypatch.setattr(runner.sandbox, "find_bwrap", lambda: str(fake))
+    monkeypatch.setattr(sandbox, "find_bwrap", lambda: str(fake))
     _write_suite(tmp_path / "suite")
     _submission(tmp_path / "subs", "good", {"softmax.py": GOOD_SOFTMAX})
-    with pytest.raises(runner.GraderError, match="--no-sandbox") as error:
+    with pytest.raises(GraderError, match="--no-sandbox") as error:
         _grade(tmp_path / "suite", tmp_path / "subs", tmp_path / "out")
     assert "preflight failed" in str(error.value) and "No permissions to create new namespace" in str(error.value)
     assert "unprivileged_userns_clone" in str(error.value)
@@ -358,16 +377,16 @@ def test_installed_but_broken_bubblewrap_fails_the_preflight_and_grades_nobody(t
 def test_a_harness_error_is_no_grade_is_listed_exits_nonzero_and_is_regraded(tmp_path, monkeypatch, capfd):
     _write_suite(tmp_path / "suite")
     _submission(tmp_path / "subs", "good", {"softmax.py": GOOD_SOFTMAX})
-    real_execute, broken = runner.Batch.execute, {"now": True}
+    real_execute, broken = Batch.execute, {"now": True}
     bwrap_line = "bwrap: execvp /tmp/x/venv/bin/python: No such file or directory"
 
     def execute(self, student, scratch, slot, collect_only=False):
         if collect_only or not broken["now"]:
             return real_execute(self, student, scratch, slot, collect_only)
         status, reason = classify_exit(1, False, 10.0, "", bwrap_line + "\n")
-        return runner.Outcome(status, reason, 1, 0.1, "", bwrap_line)
+        return Outcome(status, reason, 1, 0.1, "", bwrap_line)
 
-    monkeypatch.setattr(runner.Batch, "execute", execute)
+    monkeypatch.setattr(Batch, "execute", execute)
     options = {"no_sandbox": True, "quiet": False}
     assert _grade(tmp_path / "suite", tmp_path / "subs", tmp_path / "out", **options) == 1
     assert "HARNESS ERRORS: 1" in capfd.readouterr().err
@@ -395,12 +414,12 @@ def test_ctrl_c_keeps_finished_grades_and_rebuilds_class_files(tmp_path, monkeyp
         if collect_only:
             header = stream.replace('"collected_checks": []', '"collected_checks": [], '
                                     '"collected_tests": [["t::a", "softmax.double"]], "not_run_here": []')
-            return runner.Outcome("graded", "", 0, 0.5, header, "log")
+            return Outcome("graded", "", 0, 0.5, header, "log")
         if student == "b_second":
             raise KeyboardInterrupt
-        return runner.Outcome("graded", "", 0, 0.5, stream, "log")
+        return Outcome("graded", "", 0, 0.5, stream, "log")
 
-    monkeypatch.setattr(runner.Batch, "execute", fake_execute)
+    monkeypatch.setattr(Batch, "execute", fake_execute)
     status = _grade(root / "suite", root / "subs", root / "out", jobs=1)
     assert status == 130
     assert _result(root / "out", "a_first")["score"]["earned"] == 2
@@ -420,10 +439,10 @@ def _fake_graded_run(monkeypatch):
                          json.dumps({"type": "test", "nodeid": "t::a", "check": "softmax.double",
                                      "outcome": "passed", "message": "", "duration": 0.1, "perf": None}),
                          json.dumps({"type": "end"})])
-    monkeypatch.setattr(runner.Batch, "execute",
+    monkeypatch.setattr(Batch, "execute",
                         lambda self, student, scratch, slot, collect_only=False:
-                        runner.Outcome("graded", "", 0, 0.1, stream, "log"))
-    monkeypatch.setattr(runner, "warm_checker_tree", lambda root, suite_dirs: None)
+                        Outcome("graded", "", 0, 0.1, stream, "log"))
+    monkeypatch.setattr(batch_module, "warm_checker_tree", lambda root, suite_dirs: None)
 
 
 @pytest.fixture(scope="module")
@@ -444,7 +463,7 @@ def hostile(tmp_path_factory):
     zip_with_utf8_flag_and_bad_name(subs / "utf8flag.zip")
     pax_records_bomb(subs / "pax.tar", 1 << 20)
     ignored_names_flood(subs / "flood.tar.gz", count=1500)
-    real_render, real_stage = runner.html.render_student, runner.submission.stage
+    real_render, real_stage = html.render_student, submission.stage
 
     def render(result):
         if result["id"] == "render_fails":
@@ -458,8 +477,8 @@ def hostile(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as patch:
         _fake_graded_run(patch)
-        patch.setattr(runner.html, "render_student", render)
-        patch.setattr(runner.submission, "stage", stage)
+        patch.setattr(html, "render_student", render)
+        patch.setattr(submission, "stage", stage)
         status = _grade(root / "suite", subs, root / "out")
     return {"out": root / "out", "status": status}
 
@@ -509,16 +528,16 @@ def test_a_report_that_fails_to_render_leaves_the_grade_and_the_other_outputs(ho
 
 
 def test_eta_is_unknown_until_a_run_has_finished():
-    assert runner.estimate_eta([], in_flight=[10.0], queued=3, slots=2) is None
+    assert estimate_eta([], in_flight=[10.0], queued=3, slots=2) is None
 
 
 def test_eta_shares_the_queue_over_the_slots():
     # Two GPUs, runs of 300 s: one just finished, one 290 s in, one queued -> 10 s + 300 s over 2 slots.
-    assert runner.estimate_eta([300.0], in_flight=[290.0], queued=1, slots=2) == 155.0
+    assert estimate_eta([300.0], in_flight=[290.0], queued=1, slots=2) == 155.0
 
 
 def test_eta_does_not_count_runs_past_the_mean_as_negative():
-    assert runner.estimate_eta([100.0], in_flight=[400.0], queued=0, slots=1) == 0.0
+    assert estimate_eta([100.0], in_flight=[400.0], queued=0, slots=1) == 0.0
 
 
 def test_eta_shares_the_queue_over_every_submission_in_flight_when_seats_let_more_overlap_than_slots():
@@ -528,7 +547,7 @@ def test_eta_shares_the_queue_over_every_submission_in_flight_when_seats_let_mor
     batch = SimpleNamespace(lock=threading.Lock(), durations=[300.0], say=lines.append,
                             settings=SimpleNamespace(slots=["0"]),
                             running={(name, "1-part"): (None, now - 100.0) for name in ("a", "b", "c")})
-    runner.Batch.progress(batch, 1, 7, "z", "graded 1/1", now)
+    Batch.progress(batch, 1, 7, "z", "graded 1/1", now)
     minutes, seconds = re.search(r"ETA (\d+)m(\d+)s$", lines[-1]).groups()
     assert 495 <= 60 * int(minutes) + int(seconds) <= 500, lines      # over one slot it would be 1500 s
 
@@ -537,20 +556,20 @@ def test_eta_shares_the_queue_over_every_submission_in_flight_when_seats_let_mor
 
 
 def test_worker_memory_default_is_half_the_ram_shared_over_parallel_runs():
-    assert runner.default_worker_memory_mb(2, physical_bytes=256 * 2**30) == 64 * 1024
+    assert default_worker_memory_mb(2, physical_bytes=256 * 2**30) == 64 * 1024
 
 
 def test_resume_key_holds_the_memory_cap_only_when_the_ta_set_it(tmp_path):
     # The default cap comes from the machine's RAM: in the key, a node with more RAM regrades everyone.
     def key(**options):
-        return runner.grade_key("files", runner.Settings(tmp_path, tmp_path, **options), "grader")
+        return grade_key("files", Settings(tmp_path, tmp_path, **options), "grader")
 
     assert key(worker_memory_mb=8192) == key(worker_memory_mb=65536)
     assert key(worker_memory_mb=4096, worker_memory_option=4096) != key(worker_memory_mb=8192)
 
 
 def test_worker_memory_default_never_goes_below_what_cuda_needs():
-    assert runner.default_worker_memory_mb(2, physical_bytes=24 * 2**30) == runner.MIN_WORKER_MEMORY_MB
+    assert default_worker_memory_mb(2, physical_bytes=24 * 2**30) == MIN_WORKER_MEMORY_MB
 
 
 # --- several submissions per GPU ----------------------------------------------------------------------
@@ -558,16 +577,16 @@ def test_worker_memory_default_never_goes_below_what_cuda_needs():
 
 def test_per_gpu_repeats_each_gpu_interleaved_and_shares_the_memory_cap(tmp_path, monkeypatch, batch_settings):
     seen = batch_settings
-    monkeypatch.setattr(runner.parts, "usable_cores", lambda: 32)    # 6 at once: 5 cores each, 4 parts
+    monkeypatch.setattr(parts, "usable_cores", lambda: 32)    # 6 at once: 5 cores each, 4 parts
     grade_all(tmp_path, gpus="0,1", per_gpu=3, worker_memory=None)
     settings = seen["settings"]
     assert settings.slots == ["0", "1", "0", "1", "0", "1"] and settings.per_gpu == 3
-    assert settings.split and settings.parts_each == runner.parts.MAX_PARTS   # a worker of its own per part
-    assert settings.worker_memory_mb == runner.default_worker_memory_mb(6 * runner.parts.MAX_PARTS)
+    assert settings.split and settings.parts_each == parts.MAX_PARTS   # a worker of its own per part
+    assert settings.worker_memory_mb == default_worker_memory_mb(6 * parts.MAX_PARTS)
     grade_all(tmp_path, gpus="0,1", per_gpu=3, worker_memory=None, split=False)
-    assert seen["settings"].worker_memory_mb == runner.default_worker_memory_mb(6)
+    assert seen["settings"].worker_memory_mb == default_worker_memory_mb(6)
     assert seen["settings"].parts_each == 1
-    monkeypatch.setattr(runner, "default_per_gpu", lambda gpus: 2)
+    monkeypatch.setattr(sizing_module, "default_per_gpu", lambda gpus: 2)
     grade_all(tmp_path, gpus="7")
     assert seen["settings"].slots == ["7", "7"]
 
@@ -583,27 +602,27 @@ def test_per_gpu_repeats_each_gpu_interleaved_and_shares_the_memory_cap(tmp_path
 def test_default_per_gpu_is_the_least_that_cores_ram_and_gpu_memory_allow(cores, ram_gib, gpu_gib, gpus,
                                                                           expected):
     gpu_bytes = gpu_gib << 30 if gpu_gib else 0
-    assert runner.default_per_gpu(gpus, cores=cores, ram_bytes=ram_gib << 30, gpu_memory_bytes=gpu_bytes) == expected
+    assert default_per_gpu(gpus, cores=cores, ram_bytes=ram_gib << 30, gpu_memory_bytes=gpu_bytes) == expected
 
 
 def test_machine_defaults_count_the_cores_this_process_may_use_not_the_nodes(monkeypatch):
     # a Slurm task given 8 cores of a 128-core node with 4 GPUs
-    monkeypatch.setattr(runner.parts, "usable_cores", lambda: 8)
-    monkeypatch.setattr(runner.os, "cpu_count", lambda: 128)
-    assert runner.default_jobs() == 4
-    assert runner.default_per_gpu(4, ram_bytes=2048 << 30, gpu_memory_bytes=141 << 30) == 1
+    monkeypatch.setattr(parts, "usable_cores", lambda: 8)
+    monkeypatch.setattr(os, "cpu_count", lambda: 128)
+    assert default_jobs() == 4
+    assert default_per_gpu(4, ram_bytes=2048 << 30, gpu_memory_bytes=141 << 30) == 1
 
 
 def test_gpu_memory_comes_from_nvidia_smi_and_is_none_without_it():
     def smi(argv, **kwargs):
         return subprocess.CompletedProcess(argv, 0, stdout="143771\n81559\n", stderr="")
 
-    assert runner.gpu_memory_total(run=smi) == 81559 << 20
+    assert gpu_memory_total(run=smi) == 81559 << 20
 
     def missing(argv, **kwargs):
         raise FileNotFoundError("nvidia-smi")
 
-    assert runner.gpu_memory_total(run=missing) is None
+    assert gpu_memory_total(run=missing) is None
 
 
 LOCK_PROBE = """
@@ -619,17 +638,17 @@ os.write(int(sys.argv[1]), line.encode())
 
 def test_each_checking_run_gets_its_own_descriptions_of_its_gpus_lock(tmp_path, monkeypatch):
     _write_suite(tmp_path / "suite")
-    settings = runner.Settings(tmp_path / "subs", tmp_path / "out", slots=["0", "0"], gpu_mode=True,
-                               sandbox=False, tests_root=tmp_path / "suite", points_dir=tmp_path / "suite" / "points",
-                               quiet=True, per_gpu=2)
+    settings = Settings(tmp_path / "subs", tmp_path / "out", slots=["0", "0"], gpu_mode=True,
+                        sandbox=False, tests_root=tmp_path / "suite", points_dir=tmp_path / "suite" / "points",
+                        quiet=True, per_gpu=2)
     (tmp_path / "subs").mkdir()
-    monkeypatch.setattr(runner.Batch, "checker_command",
+    monkeypatch.setattr(Batch, "checker_command",
                         lambda self, impl_dir, fd, part=None: [sys.executable, "-c", LOCK_PROBE, str(fd)])
-    batch = runner.Batch(settings)
+    batch = Batch(settings)
     try:
-        lock_file, turnstile = gpu_lock_paths = runner.gpu_lock.lock_paths(batch.scratch_root / "gpu-locks", "0")
+        lock_file, turnstile = gpu_lock_paths = gpu_lock.lock_paths(batch.scratch_root / "gpu-locks", "0")
         # another checker on the same GPU holds it exclusively: this run's own description must wait
-        holder = runner.gpu_lock.GpuLock(*runner.gpu_lock.open_for_child(batch.scratch_root / "gpu-locks", "0"))
+        holder = gpu_lock.GpuLock(*gpu_lock.open_for_child(batch.scratch_root / "gpu-locks", "0"))
         with holder.exclusive():
             busy = batch.execute("a", tmp_path / "scratch-a", "0")
         free = batch.execute("b", tmp_path / "scratch-b", "0")
@@ -638,7 +657,7 @@ def test_each_checking_run_gets_its_own_descriptions_of_its_gpus_lock(tmp_path, 
         assert free.stream == f"GpuLock {inodes} 0", free.log
         assert all(path.parent == batch.scratch_root / "gpu-locks" for path in gpu_lock_paths)
     finally:
-        runner._remove_tree(batch.scratch_root)
+        remove_tree(batch.scratch_root)
 
 
 # The batch as run from a checkout and a venv that both live in the host's /tmp: its checking run
@@ -646,21 +665,23 @@ def test_each_checking_run_gets_its_own_descriptions_of_its_gpus_lock(tmp_path, 
 RUN_FROM_HOST_TMP = """
 import os, sys
 from pathlib import Path
-from grader.grade import runner
+from grader.grade.batch import Batch
+from grader.grade.checker_tree import remove_tree
+from grader.grade.settings import Settings
 
 PROBE = ("import grader, os, sys; open(os.path.join(os.environ['TMPDIR'], 'probe'), 'w').close(); "
          "os.write(int(sys.argv[1]), f'{sys.executable} {grader.__file__}'.encode())")
-runner.Batch.checker_command = lambda self, impl_dir, fd, part=None: [sys.executable, "-c", PROBE, str(fd)]
+Batch.checker_command = lambda self, impl_dir, fd, part=None: [sys.executable, "-c", PROBE, str(fd)]
 base = Path(sys.argv[1])
-settings = runner.Settings(base / "subs", base / "out", sandbox=False, tests_root=base / "suite",
-                           points_dir=base / "suite" / "points", quiet=True)
-batch = runner.Batch(settings)
+settings = Settings(base / "subs", base / "out", sandbox=False, tests_root=base / "suite",
+                    points_dir=base / "suite" / "points", quiet=True)
+batch = Batch(settings)
 try:
     assert batch.unshare, "the unsandboxed containment is not in use"
     outcome = batch.execute("a", batch.scratch_root / "runs" / "a", None)
     print(outcome.stream or outcome.log)
 finally:
-    runner._remove_tree(batch.scratch_root)
+    remove_tree(batch.scratch_root)
 """
 
 

@@ -230,10 +230,11 @@ def test_per_gpu_with_slurm_makes_each_task_grade_that_many_students_at_once(tmp
 
 
 def test_a_task_grades_its_chunk_with_the_plans_per_gpu(monkeypatch):
-    from grader.grade import runner, slurm_task
+    from grader.grade import runner as runner_module
+    from grader.grade import slurm_task
 
     seen = {}
-    monkeypatch.setattr(runner, "grade_all", lambda **options: seen.update(options) or 0)
+    monkeypatch.setattr(runner_module, "grade_all", lambda **options: seen.update(options) or 0)
     monkeypatch.setattr(slurm_task.signal, "signal", lambda *args: None)
     options = {"submissions": "subs", "out": "out", "per_gpu": 3}
     assert slurm_task.run_task({"options": options, "chunks": [["a", "b", "c"]]}, 0) == 0

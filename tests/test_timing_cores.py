@@ -90,14 +90,16 @@ def test_a_perf_checks_rounds_are_timed_on_the_kept_cores_and_its_warm_up_is_not
 
 @needs_two_cores
 def test_a_checking_run_on_a_gpu_starts_off_its_timing_cores_and_is_told_which_they_are(tmp_path, monkeypatch):
+    import subprocess
+
     from fake_suite import GOOD_MATMUL, GOOD_SOFTMAX, grade_batch, make_submission, write_suite
 
-    from grader.grade import runner
+    from grader.grade import sizing as sizing_module
 
     write_suite(tmp_path / "suite")
     make_submission(tmp_path / "subs", "good", {"softmax.py": GOOD_SOFTMAX, "matmul.py": GOOD_MATMUL})
     monkeypatch.setattr(timing_cores, "plan", lambda cores, slots: ([CORES[-1]], {"0": [CORES[0]]}))
-    monkeypatch.setattr(runner, "gpu_memory_total", lambda: None)
+    monkeypatch.setattr(sizing_module, "gpu_memory_total", lambda: None)
     started, real_popen = [], subprocess.Popen
 
     def popen(argv, **options):
@@ -105,7 +107,7 @@ def test_a_checking_run_on_a_gpu_starts_off_its_timing_cores_and_is_told_which_t
             started.append((list(argv), dict(options.get("env") or {})))
         return real_popen(argv, **options)
 
-    monkeypatch.setattr(runner.subprocess, "Popen", popen)
+    monkeypatch.setattr(subprocess, "Popen", popen)
     assert grade_batch(tmp_path / "suite", tmp_path / "subs", tmp_path / "out", gpus="0", per_gpu=1) == 0
     assert started                                        # the preflight and the submission's run(s)
     for argv, env in started:

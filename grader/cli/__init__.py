@@ -193,7 +193,7 @@ def kernels(impl_name, json_path, chart, kernels):
                    "--copies 8 --per-gpu 4 on the grading GPU: the seconds of tests that share it).")
 def grading(copies, gpus, per_gpu, suite, no_perf, out, split, save_test_seconds):
     """Grade copies of the reference: submissions per hour per GPU and the grader's overhead."""
-    from grader.grade.runner import bench_grader
+    from grader.bench.grading import bench_grader
 
     sys.exit(bench_grader(copies, gpus=gpus, suite=suite, no_perf=no_perf, per_gpu=per_gpu, out=out,
                           split=split, save_test_seconds=save_test_seconds))

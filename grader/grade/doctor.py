@@ -107,7 +107,7 @@ def chromium() -> Finding:
 
 
 def worker_memory() -> Finding:
-    from grader.grade.runner import default_jobs, default_worker_memory_mb, detect_gpus
+    from grader.grade.sizing import default_jobs, default_worker_memory_mb, detect_gpus
 
     parallel = len(detect_gpus(os.environ)) or default_jobs()
     cap = default_worker_memory_mb(parallel)
@@ -116,7 +116,7 @@ def worker_memory() -> Finding:
 
 def timing_cores(gpus: list | None = None, cores: list[int] | None = None) -> Finding:
     """Which cores a GPU's perf checks time on, away from every checking run's compiles."""
-    from grader.grade.runner import detect_gpus
+    from grader.grade.sizing import detect_gpus
     from grader.perf import cores as kept_for_timing
 
     gpus = detect_gpus(os.environ) if gpus is None else gpus

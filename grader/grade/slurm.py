@@ -26,7 +26,10 @@ from pathlib import Path
 import click
 
 from grader.errors import BadSubmission, GraderError
-from grader.grade import runner, submission
+from grader.grade import submission
+from grader.grade.checker_tree import build_checker_tree, grade_key
+from grader.grade.progress import clock_text, estimate_eta
+from grader.grade.settings import DEFAULT_TIMEOUT, REPO_ROOT, Settings
 from grader.points import POINTS_DIR, load_points
 from grader.report.atomic import write_atomic
 from grader.report.class_files import RESULT_FILE, write_class_files
@@ -85,7 +88,7 @@ def grade_on_slurm(submissions, out="reports", suite="all", timeout=None, only=(
     options = {"submissions": str(Path(submissions).resolve()), "out": str(out), "suite": suite,
                "timeout": timeout, "force": force, "no_sandbox": no_sandbox, "no_perf": no_perf,
                "worker_memory": worker_memory, "split": split_by_problem, "per_gpu": per_gpu,
-               "tests_root": str(Path(tests_root or runner.REPO_ROOT).resolve()),
+               "tests_root": str(Path(tests_root or REPO_ROOT).resolve()),
                "points_dir": str(Path(points_dir or POINTS_DIR).resolve())}
     points = load_points(Path(options["points_dir"]))
     earlier = earlier_jobs(out / PLAN_DIR)
@@ -105,7 +108,7 @@ def grade_on_slurm(submissions, out="reports", suite="all", timeout=None, only=(
             "(often one): --sbatch-arg=--cpus-per-task=C gives it C, which their compiles need")
     before = {student: _stamp(out / student) for student in students}
     class_files_before = _stamp(out, "grades.csv")
-    sbatch_args = list(sbatch_args) + time_limit(sbatch_args, timeout or runner.DEFAULT_TIMEOUT,
+    sbatch_args = list(sbatch_args) + time_limit(sbatch_args, timeout or DEFAULT_TIMEOUT,
                                                  max(map(len, chunks)))
     submitted = submit(out, options | {"gpus": None if gpu else ""}, chunks, sbatch_args, array_parallelism, gpu)
     say(f"submitted array job {submitted.array_job} ({len(chunks)} tasks, {len(students)} submissions"
@@ -144,12 +147,12 @@ def students_to_grade(options: dict, only: tuple[str, ...], say) -> list[str]:
         sources = [s for s in sources if s.id in only]
     if options["force"]:
         return [s.id for s in sources]
-    settings = runner.Settings(Path(options["submissions"]), Path(options["out"]), options["suite"],
-                               tests_root=Path(options["tests_root"]), points_dir=Path(options["points_dir"]),
-                               perf=not options["no_perf"], worker_memory_option=options["worker_memory"])
+    settings = Settings(Path(options["submissions"]), Path(options["out"]), options["suite"],
+                        tests_root=Path(options["tests_root"]), points_dir=Path(options["points_dir"]),
+                        perf=not options["no_perf"], worker_memory_option=options["worker_memory"])
     stale = []
     with tempfile.TemporaryDirectory(prefix="grader-slurm-") as scratch:
-        fingerprint = runner.build_checker_tree(settings, Path(scratch) / "checker")
+        fingerprint = build_checker_tree(settings, Path(scratch) / "checker")
         for source in sources:
             previous = _previous(Path(options["out"]) / source.id)
             try:
@@ -159,7 +162,7 @@ def students_to_grade(options: dict, only: tuple[str, ...], say) -> list[str]:
                     stale.append(source.id)
                 continue
             if not previous or previous.get("status") == HARNESS_ERROR \
-                    or previous.get("grade_key") != runner.grade_key(staged.content_hash, settings, fingerprint):
+                    or previous.get("grade_key") != grade_key(staged.content_hash, settings, fingerprint):
                 stale.append(source.id)
     return stale
 
@@ -246,7 +249,7 @@ def _write_script(path: Path, arguments: list[str]) -> Path:
     """The batch script: this very Python and checkout (both on the shared filesystem)."""
     quoted = " ".join(_quote(arg) for arg in arguments)
     write_atomic(path, "#!/bin/bash\n"
-                       f"export PYTHONPATH={_quote(str(runner.REPO_ROOT))}${{PYTHONPATH:+:$PYTHONPATH}}\n"
+                       f"export PYTHONPATH={_quote(str(REPO_ROOT))}${{PYTHONPATH:+:$PYTHONPATH}}\n"
                        f"exec {_quote(sys.executable)} -m grader.grade.slurm_task {quoted}\n")
     path.chmod(0o755)
     return path
@@ -289,10 +292,10 @@ def wait(submitted: Submitted, out: Path, before: dict, parallelism: int | None,
             word = f"{result['status']} {points_text(score['earned'])}/{points_text(score['possible'])}"
             names = [s for index in sorted(running) for s in owner.get(index, []) if s not in done]
             in_flight = [now - running_since[index] for index in running]
-            eta = runner.estimate_eta(durations, in_flight, total - len(done) - len(names),
+            eta = estimate_eta(durations, in_flight, total - len(done) - len(names),
                                       parallelism or most_running)
             say(f"[{len(done)}/{total}] {student}: {word} | running: {', '.join(names) or '-'} | "
-                f"ETA {runner._clock(eta) if eta is not None else '?'}")
+                f"ETA {clock_text(eta) if eta is not None else '?'}")
         if not states:
             break
         time.sleep(poll_s)

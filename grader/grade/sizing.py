@@ -1,0 +1,111 @@
+"""How much of this machine a batch takes: the GPUs, the submissions at once on each, the memory caps.
+
+Nothing here imports torch: the GPUs are read from CUDA_VISIBLE_DEVICES or `nvidia-smi`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from grader.errors import GraderError
+from grader.grade import parts
+
+# Private memory of the process running student code. CUDA's own host allocations count against it:
+# on an H200 a full grade failed with "CUDA error: out of memory" at 2 GiB and passed at 8 GiB.
+MIN_WORKER_MEMORY_MB = 8192
+
+
+def parse_gpus(text: str) -> list[str]:
+    """`--gpus 0,1` -> ["0", "1"]; `--gpus ""` or "none" -> [] (CPU only)."""
+    if text.strip().lower() in ("", "none", "cpu"):
+        return []
+    gpus = [part.strip() for part in text.split(",") if part.strip()]
+    if len(set(gpus)) != len(gpus):
+        raise GraderError(f"--gpus {text!r}: a GPU is listed twice")
+    return gpus
+
+
+def detect_gpus(env, run=subprocess.run) -> list[str]:
+    """GPUs visible to us without importing torch: CUDA_VISIBLE_DEVICES if set, else `nvidia-smi -L`."""
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [part.strip() for part in visible.split(",") if part.strip() and part.strip() != "-1"]
+    try:
+        listing = run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if listing.returncode != 0:
+        return []
+    lines = [line for line in listing.stdout.splitlines() if line.startswith("GPU ")]
+    return [str(index) for index in range(len(lines))]
+
+
+def default_worker_memory_mb(parallel: int, physical_bytes: int | None = None) -> int:
+    """Half of the machine's memory shared over the workers that may run at once (a submission split
+    into parts has one per part; the other half is for the checkers and the system), but never below
+    what CUDA and the suites are known to need."""
+    if physical_bytes is None:
+        physical_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    share = physical_bytes // 2 // max(1, parallel) // 2**20
+    return max(MIN_WORKER_MEMORY_MB, int(share))
+
+
+def default_jobs() -> int:
+    """Submissions at once on the CPU: one per two of the cores this process may use."""
+    return max(1, parts.usable_cores() // 2)
+
+
+# What one submission graded with perf checks needs, measured on the H200 (docs/grading-h200.md): two
+# cores (four at once kept 16 cores 21-22% busy on average, 50% at the busiest 5 s: their compiles
+# run one at a time per worker), 8 GiB of worker cap plus the checker's few GiB, and the largest perf
+# inputs with the wall window's sets on the GPU.
+CORES_PER_SUBMISSION = 2
+RAM_PER_SUBMISSION = 16 << 30
+# H200: four references started together peaked at 108 GiB in all, twice (checkers 22-23 GiB at most,
+# workers 11); six ran out of its 140 GiB
+GPU_MEMORY_PER_SUBMISSION = 27 << 30
+MAX_DEFAULT_PER_GPU = 4             # H200, 4 vs 1: 3.2x without perf checks, 2.45-2.65x with; 6 ran out of memory
+
+
+def default_per_gpu(gpus: int, cores: int | None = None, ram_bytes: int | None = None,
+                    gpu_memory_bytes: int | None = None) -> int:
+    """How many submissions to grade at once on each GPU: what the cores, the RAM and the GPU's memory
+    each allow per GPU, whichever is least, between 1 and MAX_DEFAULT_PER_GPU."""
+    cores = parts.usable_cores() if cores is None else cores   # a Slurm task's, not the node's
+    if ram_bytes is None:
+        ram_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if gpu_memory_bytes is None:
+        gpu_memory_bytes = gpu_memory_total()
+    gpus = max(1, gpus)
+    limits = [cores // gpus // CORES_PER_SUBMISSION, ram_bytes // gpus // RAM_PER_SUBMISSION]
+    if gpu_memory_bytes:
+        limits.append(gpu_memory_bytes // GPU_MEMORY_PER_SUBMISSION)
+    return max(1, min(MAX_DEFAULT_PER_GPU, *limits))
+
+
+def per_gpu_memory_warning(per_gpu: int, gpu_memory_bytes: int | None) -> str | None:
+    """What a --per-gpu beyond the GPU's memory will cost (None when it fits or is unknown)."""
+    wanted = per_gpu * GPU_MEMORY_PER_SUBMISSION
+    if not gpu_memory_bytes or wanted <= gpu_memory_bytes:
+        return None
+    return (f"--per-gpu {per_gpu} may need {wanted >> 30} GiB of GPU memory ({GPU_MEMORY_PER_SUBMISSION >> 30} GiB "
+            f"per submission) and the GPU has {gpu_memory_bytes >> 30} GiB: submissions that run out of it are "
+            f"graded again alone, which costs time; --per-gpu {max(1, gpu_memory_bytes // GPU_MEMORY_PER_SUBMISSION)} "
+            "fits")
+
+
+def gpu_memory_total(run=subprocess.run) -> int | None:
+    """The smallest visible GPU's memory in bytes, from nvidia-smi (None without it)."""
+    try:
+        done = run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                   capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    values = [int(float(line)) for line in done.stdout.split() if line.strip().replace(".", "").isdigit()]
+    return min(values) << 20 if done.returncode == 0 and values else None
+
+
+def gpu_slots(gpus: list[str], per_gpu: int) -> list[str]:
+    """Each GPU `per_gpu` times, interleaved, so a batch smaller than the slots spreads over the GPUs."""
+    return [gpu for _ in range(per_gpu) for gpu in gpus]
