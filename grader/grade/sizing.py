@@ -56,7 +56,7 @@ def default_jobs() -> int:
     return max(1, parts.usable_cores() // 2)
 
 
-# What one submission graded with perf checks needs, measured on the H200 (docs/grading-h200.md): two
+# What one submission graded with perf checks needs, measured on the H200 (docs/history/grading-h200.md): two
 # cores (four at once kept 16 cores 21-22% busy on average, 50% at the busiest 5 s: their compiles
 # run one at a time per worker), 8 GiB of worker cap plus the checker's few GiB, and the largest perf
 # inputs with the wall window's sets on the GPU.
