@@ -1,7 +1,7 @@
 """Notes added to a failure when its text shows a known misunderstanding of the grading environment.
 
-Issue 15: a Triton path that refused CPU tensors (`assert q.is_cuda`) lost two thirds of its points on a
-CPU grade with nothing saying that Triton runs on CPU tensors there.
+Why: a Triton path that refuses CPU tensors (`assert q.is_cuda`) can lose two thirds of its points on a
+CPU grade, and without a note nothing says that Triton runs on CPU tensors there.
 """
 
 from __future__ import annotations

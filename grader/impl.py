@@ -211,7 +211,7 @@ class IsolatedImpl(Impl):
         self._sock = None
         self._transport = None
         self._ready = False
-        self._hung: set[str] = set()   # functions that hung once: not called again (issue 15)
+        self._hung: set[str] = set()   # functions that hung once: not called again, so one hang costs one function
 
     def _request(self, kind, target, args, kwargs):
         __tracebackhide__ = True  # noqa: F841

@@ -18,7 +18,7 @@ OUTPUT_FACTOR = 2.0
 GRADIENT_FACTOR = 3.0
 # The floor of the low-precision rule in units of the result dtype's eps times the result's largest
 # magnitude: a correct kernel rounds its output once (half an ulp), so it stays under a quarter of the
-# bound, while the naive yardstick alone can land within an ulp of it (a coin flip, issue 15).
+# bound, while the naive yardstick alone can land within an ulp of it (a verdict left to the draw).
 ULP_FLOOR = 2.0
 # Relative errors (error / largest |reference|) that name their cause: a float32 result off by about
 # TF32's eps (2^-10) was multiplied in TF32; off by about the inputs' eps it was accumulated in them.

@@ -26,11 +26,11 @@ CALIBRATION_FILE = Path(__file__).parent / "calibration.json"
 SUITES = ("public", "hidden")
 LADDER_LEVELS = ("pass", "good", "excellent")
 # Fraction of a perf check's points earned at each ladder level; between levels the credit moves in a
-# straight line (Ladder.credit), so a 10% faster kernel gains at most one level's gap (issue 15).
+# straight line (Ladder.credit), so a 10% faster kernel gains at most one level's gap.
 LEVEL_CREDIT = {"below": 0.0, "pass": 0.5, "good": 0.8, "excellent": 1.0}
 # A correct kernel slower than the pass ratio still earns this much: slow but right is not zero.
 SLOW_CREDIT = 0.1
-# What a correctness check grades (issue 15): core shapes and dtypes, robustness beyond them, or a rule
+# What a correctness check grades: core shapes and dtypes, robustness beyond them, or a rule
 # of the code; "" for problems that do not split. A kernel exact on core earns half its points or more.
 TIERS = ("", "core", "robustness", "rules")
 

@@ -1,4 +1,4 @@
-"""The adversarial gallery (issue 9): hostile and broken submissions graded by the real runner.
+"""The adversarial gallery: hostile and broken submissions graded by the real runner.
 
 Every folder in tests/submissions/ is one attack: `attack.py` is appended to the reference solution
 of its target module (a header line `# target: softmax`), the submission holds the reference modules
@@ -140,7 +140,7 @@ EXPECTED = {
 }
 TIMING_CHEATS = ("timing_side_stream", "timing_memo", "timing_hbm_thread")
 GALLERY_PERF = "softmax.gallery.perf"
-# A cheat's ratio may exceed the clean reference's by run-to-run noise, not more (issue 14 hole 8).
+# A cheat's ratio may exceed the clean reference's by run-to-run noise, not more.
 CHEAT_RATIO_TOLERANCE = 1.15
 
 HOLES = {  # attack -> why it still scores today (strict xfail: fixing the hole makes the test pass)

@@ -52,14 +52,14 @@ def test_hidden_suite_selections_pass_on_reference():
 
 
 def test_wrong_but_honest_kernel_keeps_the_rule_points(tmp_path):
-    # issue 15: the rules ran at n=40 in fp16 and asserted the values, so any bug also cost the rule
+    # the rules run at core shapes and never assert the values, so a wrong kernel does not also lose them
     result = run_hidden_suite(build_variant("fa_no_rescale", tmp_path), "uses_no_torch_attention_ops")
     output = result.stdout + result.stderr
     assert result.returncode == 0 and " passed" in output, output[-3000:]
 
 
 def test_kernel_exact_on_core_shapes_earns_half_its_points_when_ragged_lengths_crash(tmp_path):
-    # issue 15: a kernel without boundary masks crashed every case and got 0 of 26 Triton points
+    # a kernel without boundary masks crashes every ragged case, yet keeps the core points it earns
     results = tmp_path / "results.jsonl"
     command = [sys.executable, "-m", "pytest", "tests_public/test_flash_attention.py", "--isolate", "-q",
                "--impl", str(build_variant("fa_no_boundary_mask", tmp_path)), "-k", "triton and forward",

@@ -33,7 +33,7 @@ VARIANTS = {
         # Shapes that are whole tiles never overhang, and long K is a multiple of any BLOCK_K.
         "must_pass": [EXACT_TILES.format(dtype=dtype) for dtype in ("fp32", "fp16", "bf16")]
                      + [f"{LONG_K}[fp16]"]
-                     # issue 15: the rule is judged apart from the values, at aligned sizes
+                     # the rule is judged apart from the values, at aligned sizes
                      + [f"{TRITON_ONLY}[{shape}-{dtype}]" for shape in ("square", "wide", "transposed")
                         for dtype in ("fp32", "fp16", "bf16")],
     },

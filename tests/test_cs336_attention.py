@@ -1,5 +1,5 @@
 """CS336's attention tests, rewritten from their description (reference/cs336-anchor.md section 3), run
-through tests/cs336_adapter.py: the reference must pass them as they are (issue 15). What they ask of the
+through tests/cs336_adapter.py: the reference must pass them as they are. What they ask of the
 API: [batch, n, d] inputs with no heads axis, `Function.apply(q, k, v, is_causal)` returning o, exactly
 one saved tensor of shape [batch, n_queries] (the lse), and o, lse and the gradients within
 rtol = atol = 1e-2 of plain attention in float32 (masked with -1e6, as their handout does).

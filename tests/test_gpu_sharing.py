@@ -20,7 +20,7 @@ from grader.grade.checking_run import Outcome
 from grader.grade.runner import grade_all
 from grader.grade.sizing import per_gpu_memory_warning
 
-# What the H200 said when six references shared it (issue 17): torch, cuBLAS through torch, and a
+# What the H200 said when six references shared it: torch, cuBLAS through torch, and a
 # test's own tensor.
 OUT_OF_MEMORY_MESSAGES = [
     "your code raised OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB. GPU 0 has a total "

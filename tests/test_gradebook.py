@@ -134,7 +134,7 @@ def _graded_on_cpu(points):
 
 
 def test_cpu_grade_with_gpu_only_checks_not_run_is_marked_provisional_everywhere(points, tmp_path):
-    # issue 15: a CPU grade looked final; a Triton path refusing CPU tensors scored 9.1 instead of 27.3
+    # a CPU grade is not final: a Triton path refusing CPU tensors would score 9.1 instead of 27.3
     from grader.report import html
 
     context = {"suite": "all", "files": {}, "ignored": [], "missing": [], "sandbox": "none", "grader_version": "0"}

@@ -283,7 +283,7 @@ def test_repo_stubs_import_cleanly(tmp_path):
     assert stubs_import_cleanly(tmp_path) == []
 
 
-# Names and numbers that are the reference's design, not the assignment's contract (issue 16).
+# Names and numbers that are the reference's design, not the assignment's contract.
 REFERENCE_DESIGN = ["_safe_base", "LOG2E", "HOPPER_CONFIGS", "keep_configs_for_problem", "_launch_fwd",
                     "_launch_bwd", "_attn_bwd_dkdv", "_softmax_online_kernel", "ONE_PASS_MAX_COLS",
                     "667 vs 691", "exp(m - base)", "cdiv(M, meta", "Steps:"]

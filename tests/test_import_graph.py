@@ -1,4 +1,4 @@
-"""The grader's modules import each other without loops (issue 13): who owns what stays readable."""
+"""The grader's modules import each other without loops: who owns what stays readable."""
 
 from __future__ import annotations
 

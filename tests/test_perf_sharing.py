@@ -1,4 +1,4 @@
-"""A perf check on a shared GPU (issue 17 item 1): everything timed has the GPU alone; only a warm-up
+"""A perf check on a shared GPU: everything timed has the GPU alone; only a warm-up
 lends it out, and only while compiling."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ def _result(folder: Path, student: str, ratio: float, rounds: list[tuple[float, 
 
 
 def test_rounds_noise_slowed_are_regraded_and_the_rest_left_alone(tmp_path, regrade, capsys):
-    # graded by the median of each round's own claim, as before session 28
+    # graded by the median of each round's own claim, the rule before the quickest round
     _result(tmp_path, "slowed", 0.4, [(2.5, 1.0, 2.75), (2.5, 1.0, 2.75), (1.0, 1.0, 1.1)])
     _result(tmp_path, "events_slowed", 0.4, [(2.5, 2.5, 1.1), (2.5, 2.5, 1.1), (1.0, 1.0, 1.1)])
     _result(tmp_path, "steady", 1.0, [(1.0, 1.0, 1.0), (1.0, 1.0, 1.05), (1.0, 1.0, 1.0)])

@@ -428,7 +428,7 @@ def test_ctrl_c_keeps_finished_grades_and_rebuilds_class_files(tmp_path, monkeyp
     assert (root / "out" / "index.html").exists()
 
 
-# --- hostile names and archives (issue 14, hole 5) ---------------------------------------------------
+# --- hostile names and archives ---------------------------------------------------------------------
 
 
 def _fake_graded_run(monkeypatch):

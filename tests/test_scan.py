@@ -41,7 +41,7 @@ AUTOGRAD_LAYOUT = """
 """
 
 
-# --- per function (issue 15, item 3) ------------------------------------------------------------------
+# --- per function -------------------------------------------------------------------------------------
 
 
 def test_forward_entry_through_apply_ignores_the_backward_method():
@@ -100,7 +100,7 @@ def test_a_class_used_bare_counts_whole():
     assert any("Helper.run: uses .softmax" in f for f in scan(source, ["softmax_triton"]))
 
 
-# --- every nested statement (issue 14, hole 3) --------------------------------------------------------
+# --- every nested statement ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("wrapper", ["if True:", "try:", "with contextlib.nullcontext():", "for _ in [0]:",
@@ -226,7 +226,7 @@ def test_literal_getattr_of_plain_attributes_and_triton_lookups_are_fine():
     assert scan(source, ["softmax_triton"]) == []
 
 
-# --- the scanned copy (issue 14, hole 3) ---------------------------------------------------------------
+# --- the scanned copy ----------------------------------------------------------------------------------
 
 
 def test_the_scan_reads_the_source_as_it_was_before_student_code_ran(tmp_path):

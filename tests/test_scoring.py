@@ -115,7 +115,7 @@ def shipped_ladders():
 
 
 def test_ten_percent_faster_moves_a_perf_grade_at_most_one_level_gap():
-    # issue 15: a step ladder turned a 10% speed difference into 0.5 -> 0.8 -> 1.0 jumps (or 0 -> 0.5)
+    # a step ladder would turn a 10% speed difference into 0.5 -> 0.8 -> 1.0 jumps (or 0 -> 0.5)
     one_step = min(b - a for a, b in zip(sorted(LEVEL_CREDIT.values()), sorted(LEVEL_CREDIT.values())[1:]))
     for name, ladder in shipped_ladders().items():
         ratios = [ladder.excellent * 1.3 * i / 400 for i in range(1, 401)]

@@ -1,4 +1,4 @@
-"""No verdict is a coin flip (issue 15): over 20 seeds, the reference passes every attention check with
+"""No verdict is a coin flip: over 20 seeds, the reference passes every attention check with
 its error at most half the bound, and a PyTorch path computed in the inputs' dtype gets the same verdict
 on every seed: its forward fails (lse must be float32-accurate, the contract says so), its backward passes
 (gradients must match PyTorch's own autograd at the input dtype, which that path does).

@@ -188,7 +188,7 @@ def test_metadata_csv_gives_late_flags(tmp_path):
     assert read_metadata(tmp_path / "nowhere") == {}
 
 
-# --- hostile archives (issue 14, hole 5): each refused or bounded, as this submission's problem only ----
+# --- hostile archives: each refused or bounded, as this submission's problem only ---------------------
 
 
 def test_zip_with_a_bad_crc_is_a_bad_submission_not_a_crash(tmp_path):

@@ -1,4 +1,4 @@
-"""Timing cheats (issue 14 hole 8) against grader.perf, on CPU with fakes: memoised outputs, work hidden
+"""Timing cheats against grader.perf, on CPU with fakes: memoised outputs, work hidden
 from the timed stream, and a worker that loads the GPU while the checker times the baseline."""
 
 from __future__ import annotations

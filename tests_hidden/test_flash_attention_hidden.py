@@ -144,7 +144,7 @@ def test_causal_with_fully_masked_tile_rows_has_no_nan(impl, device, gen, functi
 # ------------------------------------------------------------------ rules: Triton only, O(n) saved, O(n) memory
 
 
-# The rules are judged on their own (issue 15): at a shape any reasonable kernel supports (n a multiple of
+# The rules are judged on their own: at a shape any reasonable kernel supports (n a multiple of
 # 64, float32, d = 32), and whatever the values, so a wrong-but-honest kernel keeps these points and a
 # ragged-length or fp16 bug costs only the checks about those. A call that raises cannot be observed,
 # so it fails here too: at core shapes a crash is a crash the core checks see as well.

@@ -180,7 +180,7 @@ def test_long_k_sums_are_kept_in_fp32(impl, device, on_gpu, gen, dtype_name):
 # ---------------------------------------------------------------------------------------- rules
 
 
-# The rule is judged on its own (issue 15): at tile-aligned sizes any reasonable kernel supports, and
+# The rule is judged on its own: at tile-aligned sizes any reasonable kernel supports, and
 # whatever the values, so a kernel that is wrong (or crashes on ragged edges elsewhere) but honest keeps
 # these points. A torch fallback for other shapes is still found: the static scan reads the whole
 # function whatever the shape. A call that raises cannot be observed and fails here too.

@@ -150,7 +150,7 @@ def build(out, no_verify):
 
 
 class _BenchGroup(click.Group):
-    """`grader bench --grader ...` is `grader bench grading ...`, the spelling issue 17 asked for."""
+    """`grader bench --grader ...` is `grader bench grading ...`, another spelling of the same command."""
 
     def parse_args(self, ctx, args):
         if args[:1] == ["--grader"]:

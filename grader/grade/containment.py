@@ -1,5 +1,5 @@
 """What holds a checking run that bubblewrap does not (--no-sandbox, or no bwrap): its own pid and
-mount namespaces through util-linux `unshare` (issue 14, hole 7).
+mount namespaces through util-linux `unshare`.
 
 - The checker is pid 1 of a new pid namespace. When it ends, the kernel kills every process left in
   the namespace, daemons that called setsid included; `--kill-child` ends it when the runner kills

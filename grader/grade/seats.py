@@ -1,8 +1,8 @@
 """How many checking runs may run at once on each GPU, when submissions are checked in parts.
 
-A submission split into parts (grader.grade.parts) used to hold its GPU slot until its slowest part
-ended, while the seats of its quicker parts stood empty: on the H200, four references in three parts
-each kept 12 runs going for the first ~150 s of a batch, 8 until ~230 s and 4 for the last ~110 s
+A submission split into parts (grader.grade.parts) that held its GPU slot until its slowest part
+ended would leave the seats of its quicker parts empty: on the H200, four references in three parts
+each held that way kept 12 runs going for the first ~150 s of a batch, 8 until ~230 s and 4 for the last ~110 s
 (parts of 146-163, 192-230 and 321-343 s). Here each part takes
 a seat of the GPU for as long as it runs, and a part of the next submission takes it when it is given
 back, so a GPU with work queued keeps every seat busy. A seat goes to the earliest submission's part

@@ -1,6 +1,7 @@
 """Perf checks: timing a submission against its baseline, and what keeps that timing honest and quiet.
 
-`timing` is the measurement (in the worker, the checker's rounds, the wall window, the record),
+The measurement is `in_worker` (timing where the kernel runs), `refresh` (new input values per call),
+`measure` (the checker's rounds), `wall_window` (the checker's bound) and `record` (the perf record);
 `gpu_lock` gives a perf check its GPU alone among submissions sharing it, `pausing` stops the worker
 while the baseline is timed, `cores` keeps a CPU core free for the timed process, and `environment`
 says what the GPU was and whether it was fit to time on.

@@ -49,8 +49,8 @@ MIN_WALL_WINDOW_MS = 80.0      # shorter windows are mostly transport overhead: 
 # fp16 matmul's one window ran 0.665 ms a call, bound 0.41 ms, ratio 0.48 instead of ~0.95. Only a
 # window shorter than WALL_REPEAT_BELOW_MS is timed again, so a forged claim costs the GPU little more.
 # H200, again: in one reference of eight, an honest 0.218 ms softmax ran 0.66 ms a call in all three
-# passes of 100 ms (about 200 ms more in each) while two submissions' six checking runs started; in
-# the batch after, 400 ms second passes took back four windows whose first pass would have bound them.
+# passes of 100 ms (about 200 ms more in each) while two submissions' six checking runs started; with
+# longer later passes, 400 ms second passes took back four windows whose first pass would have bound them.
 WALL_PASSES = 3
 WALL_LONG_FACTOR = 4           # each pass after the first lasts this many times longer than the last
 WALL_REPEAT_BELOW_MS = 5 * WALL_WINDOW_MS   # for the first pass; a longer pass, as many times more

@@ -1,4 +1,4 @@
-"""The checker's import path, sealed before student code runs (issue 14, hole 2).
+"""The checker's import path, sealed before student code runs.
 
 pytest puts the suites' folders on `sys.path` while it collects, and `python -c` puts the working
 folder there. In a graded run the hidden suite's folder is a writable disposable copy, so a student

@@ -24,13 +24,13 @@ when it outlasts the L2 flush), then the median and worst over ROUNDS timings of
 span to a device sync (the worker's account), and of the ratio: by each round's own claim, and as
 graded (grader.perf.record.graded_claims).
 
-The window, H200, 2026-12-03 (ms a call, events 0.217-0.234): in-process 0.215-0.234 under every
+The window on the H200 (ms a call, events 0.217-0.234): in-process 0.215-0.234 under every
 load; through IPC 0.218-0.220 idle, 0.22-0.45 with contexts starting, 0.37-0.43 with allocations,
 and the 2-call pass, all fixed cost, 1.8 ms idle, 10-47 ms and 70-101 ms under those two loads. So
 what a window pass loses to neighbours is the transport's CUDA IPC opens and closes, which wait on
 other processes' driver memory operations; the calls themselves are not slowed.
 
-On the H200 (16 cores, no SMT; 2026-12-02) no load slowed anything: launches 0.07-0.11 ms, events
+On the H200 (16 cores, no SMT) no load slowed anything: launches 0.07-0.11 ms, events
 0.186-0.195 ms, spans 0.185-0.198 ms, ratios 0.98-1.04 under every load. What slowed honest matmuls in
 a batch of eight at 4 per GPU is not CPU load as such.
 

@@ -1,4 +1,4 @@
-"""TF32 policy check (issue 15), for a GPU: the fp32 attention and matmul checks against the reference
+"""TF32 policy check, for a GPU: the fp32 attention and matmul checks against the reference
 and against the same code with `tl.dot(..., input_precision="tf32")`, printing each error against its
 bound. The policy under test: fp32 checks require IEEE fp32 products, so the reference passes with
 room to spare and the TF32 variant fails every case with a message that names TF32.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The grader's GPU proofs (issues 7 and 9), as run on the 2-GPU H200 node; logs go to $OUT (or ./out).
+# The grader's GPU proofs (throughput over two GPUs, the gallery's GPU faults), for a 2-GPU H200 node; logs go to $OUT (or ./out).
 #   throughput: one copy of the reference alone on GPU 0, then two copies at once on GPUs 0 and 1;
 #               the gain of the second GPU is (2 / wall of the pair) / (1 / wall of the one).
 #   faults:     the GPU side of the adversarial gallery (hung kernel, out-of-bounds store, segfault,
@@ -35,7 +35,7 @@ case "${1:-}" in
     grep -ho '"sandbox": "[a-z]*"' /tmp/gallery-gpu/*/out/*/result.json | sort | uniq -c >> "$OUT/bwrap.log"
     tail -n 15 "$OUT/bwrap.log" "$OUT/gallery-gpu-sandboxed.log" ;;
   block16)
-    # issue 16: a matmul with 16 x 16 tiles passes every CPU test; make bench on the GPU must show it
+    # a matmul with 16 x 16 tiles passes every CPU test; make bench on the GPU must show it
     # below the ladder next to the reference (the student bench, as the handout runs it).
     python -c "import sys; sys.path.insert(0, 'tests'); from broken_variants import build_variant; \
 print(build_variant('matmul_block16', '/tmp/variants'))" > "$OUT/block16.log" 2>&1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# H200 proofs of several submissions per GPU, perf stability and the timing-cheat defences (issues 14
-# hole 8, 17 items 1 and 5, 18 item 7). One H200 with 16 cores; every step prints its numbers and the
-# whole working folder ends up in $OUT/<subcommand>.tgz (logs and every result.json).
+# H200 proofs of several submissions per GPU, perf stability and the timing-cheat defences. One H200
+# with 16 cores; every step prints its numbers and the whole working folder ends up in
+# $OUT/<subcommand>.tgz (logs and every result.json).
 #   part1  (~7 min)  alone: one reference, --per-gpu 1   -> T1, the reference's ratios alone
 #                    spread: partial graded 3 times at once (--per-gpu 3) -> score and perf spread
 #   part2  (~8 min)  shared: four references at once (COPIES=N for N, PER_GPU=M at a time), --per-gpu 4

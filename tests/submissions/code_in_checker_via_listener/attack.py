@@ -1,5 +1,5 @@
 # target: softmax
-"""Cheat (issue 14, hole 1): get code run inside the checking process. A wrong softmax_triton, plus,
+"""Cheat: get code run inside the checking process. A wrong softmax_triton, plus,
 on every call, a connection to every multiprocessing listener this process can find (the ones torch's
 tensor sharing opens under the temp folder), authenticated with the key the worker inherited, sending
 a pickle that, once unpickled, disables the suite's comparisons. Nothing it sends may ever be unpickled

@@ -1,5 +1,5 @@
 # target: softmax
-"""Fault (issue 14, hole 7): at import, write files straight into /tmp and /dev/shm (absolute paths,
+"""Fault: at import, write files straight into /tmp and /dev/shm (absolute paths,
 not TMPDIR). Whether or not bubblewrap holds the run, none of them may be left on the host."""
 for _folder in ("/tmp", "/dev/shm"):
     try:

@@ -1,5 +1,5 @@
 # target: softmax
-"""Cheat (issue 14, hole 7): at import, SIGKILL the grader. The worker's parent is the checking run;
+"""Cheat: at import, SIGKILL the grader. The worker's parent is the checking run;
 the process above that is the runner grading the whole class. Without a sandbox, as the same user, it
 died and took every later submission's grade with it. Only a process whose command line says it is the
 grader (pytest or grader) is a target, so this never hits anything else on the machine."""

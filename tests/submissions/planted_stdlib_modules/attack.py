@@ -1,5 +1,5 @@
 # target: matmul
-"""Cheat (issue 14, hole 2): a wrong matmul (the first module the suite calls), plus, at import,
+"""Cheat: a wrong matmul (the first module the suite calls), plus, at import,
 modules named after the standard library (hmac.py, json.py, ..., and mpmath.py, which torch imports
 late) planted in every folder this process can write that the checker might import from: the working
 folder, TMPDIR, HOME, the submission folder, the hidden suite's disposable copy and the checker tree
