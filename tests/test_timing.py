@@ -61,7 +61,7 @@ def test_each_round_draws_fresh_inputs(clock):
     assert sorted({x for _, x in events}) == [2, 3, 4, 5]     # the warm-up's, then one per round
 
 
-def _measure_rounds(clock, round_ms, rounds=3):
+def _measure_rounds(clock, round_ms, rounds=3, min_rounds=None):
     """measure() of a kernel whose rounds take `round_ms` in turn (its warm-up and its timed call alike,
     after the untimed warm-up call), then 2 ms a call; 1 ms for the baseline."""
     times = iter([2.0] + [ms for value in round_ms for ms in (value, value)] + [2.0] * 100)
@@ -71,7 +71,8 @@ def _measure_rounds(clock, round_ms, rounds=3):
         return x + 1
 
     modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
-    return measure(clock, modules, {"base": baseline(clock, 1.0)}, rounds=rounds, wall_check=False)
+    return measure(clock, modules, {"base": baseline(clock, 1.0)}, rounds=rounds, min_rounds=min_rounds,
+                   wall_check=False)
 
 
 def test_a_slow_round_does_not_count(clock):
@@ -103,6 +104,16 @@ def test_rounds_that_never_agree_stop_at_the_most_and_ask_for_a_retry(clock):
 def test_agreeing_rounds_stop_at_the_asked_number(clock):
     result = measure(clock, kernel_module(clock, 2.0), {"base": baseline(clock, 1.0)}, rounds=3, wall_check=False)
     assert len(result.rounds) == 3
+
+
+def test_two_rounds_that_agree_closely_settle_a_graded_check_early(clock):
+    result = _measure_rounds(clock, [2.0, 2.02], min_rounds=perf.GRADED_MIN_ROUNDS)
+    assert len(result.rounds) == 2 and result.claimed_ms == pytest.approx(2.0)
+
+
+def test_two_rounds_further_apart_than_the_early_spread_are_timed_on(clock):
+    result = _measure_rounds(clock, [2.0, 2.1, 2.0], min_rounds=perf.GRADED_MIN_ROUNDS)
+    assert len(result.rounds) == 3 and result.claimed_ms == pytest.approx(2.0)
 
 
 def test_wrong_output_on_timed_inputs_fails_the_measurement(clock):

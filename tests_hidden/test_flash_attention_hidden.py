@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from grader.perf.cases import flash_attention as attention_benchmarks
-from grader.perf.measure import measure_ratio
+from grader.perf.measure import measure_graded_case
 from grader.references.attention import (
     assert_backward_matches,
     assert_forward_matches,
@@ -254,8 +254,7 @@ def _perf_case(check_id):
 def _time_against_sdpa(impl, record_perf, case):
     gen = torch.Generator(device="cuda").manual_seed(4321 + len(case.case))
     with impl.guards(forbid=ATTENTION_OPS, require_triton=True):
-        result = measure_ratio(impl, case.target, lambda: case.make_inputs(gen), case.baselines,
-                               check=case.check_output, flops=case.flops, bytes_moved=case.bytes_moved)
+        result = measure_graded_case(impl, case, gen)
     record_perf(**result.as_record())
 
 

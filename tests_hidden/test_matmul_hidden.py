@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from grader.perf.cases import matmul as matmul_benchmarks
-from grader.perf.measure import measure_ratio
+from grader.perf.measure import measure_graded_case
 from grader.references.matmul import assert_matmul_close, describe
 from grader.testing import MATMUL_OPS, raises_from_student, randn
 
@@ -275,6 +275,5 @@ GRADED_BENCHMARKS = [case for case in matmul_benchmarks.benchmarks() if case.che
 def test_throughput_against_cublas(impl, record_perf, case):
     gen = torch.Generator(device="cuda").manual_seed(1234 + len(case.case))
     with impl.guards(forbid=MATMUL_OPS, require_triton=True):
-        result = measure_ratio(impl, case.target, lambda: case.make_inputs(gen), case.baselines,
-                               check=case.check_output, flops=case.flops, bytes_moved=case.bytes_moved)
+        result = measure_graded_case(impl, case, gen)
     record_perf(**result.as_record())

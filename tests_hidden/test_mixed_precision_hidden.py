@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from grader.perf.cases import training as training_benchmarks
-from grader.perf.measure import measure_ratio
+from grader.perf.measure import measure_graded_case
 from grader.scenarios.mixed_precision import (
     build_mlp,
     make_optimizer,
@@ -216,6 +216,5 @@ STEP_BENCHMARKS = [case for case in training_benchmarks.benchmarks() if case.che
 @pytest.mark.parametrize("case", STEP_BENCHMARKS, ids=["mlp_adamw_bf16"])
 def test_step_time_against_plain_autocast(impl, record_perf, case):
     gen = torch.Generator(device="cuda").manual_seed(2468)
-    result = measure_ratio(impl, case.target, lambda: case.make_inputs(gen), case.baselines,
-                           check=case.check_output, flops=case.flops, bytes_moved=case.bytes_moved)
+    result = measure_graded_case(impl, case, gen)
     record_perf(**result.as_record())

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from grader.perf.cases import softmax as softmax_benchmarks
-from grader.perf.measure import measure_ratio
+from grader.perf.measure import measure_graded_case
 from grader.references.softmax import assert_softmax_close, reference_softmax
 from grader.testing import SOFTMAX_OPS, assert_close, raises_from_student, randn
 
@@ -238,8 +238,7 @@ ONLINE_BENCHMARKS = [case for case in ALL_BENCHMARKS if case.check == softmax_be
 def timed_against_copy(impl, record_perf, case):
     gen = torch.Generator(device="cuda").manual_seed(4321 + len(case.case))
     with impl.guards(forbid=SOFTMAX_OPS, require_triton=True):
-        result = measure_ratio(impl, case.target, lambda: case.make_inputs(gen), case.baselines,
-                               check=case.check_output, flops=case.flops, bytes_moved=case.bytes_moved)
+        result = measure_graded_case(impl, case, gen)
     record_perf(**result.as_record())
 
 

@@ -21,6 +21,8 @@ from grader.perf.in_worker import (
     time_kernel,
 )
 from grader.perf.measure import (
+    EARLY_SPREAD,
+    GRADED_MIN_ROUNDS,
     LATER_ROUND_WARMUP_MS,
     MAX_ROUNDS,
     WARMUP_ENV,
@@ -44,10 +46,10 @@ from grader.perf.wall_window import (
 AUDIENCE = "students"   # the public suite and `make bench` time kernels with it (grader/layout.py)
 
 __all__ = [
-    "DEFAULT_REP_MS", "DEFAULT_WARMUP_MS", "HOST_ALLOWANCE_MS", "LATER_ROUND_WARMUP_MS", "MAX_ROUNDS",
-    "MAX_WALL_CALLS", "MAX_WALL_SETS", "SYNC_SLACK", "WALL_AUDITS", "WALL_INPUT_BUDGET_BYTES", "WALL_LONG_FACTOR",
-    "WALL_PASSES", "WALL_SLACK", "WALL_WINDOW_MS", "WARMUP_ENV", "PerfResult", "Round", "WallWindow",
-    "bench_median", "call_repeatedly", "capture_device_sync", "clone_inputs", "device_synchronize",
-    "graded_claims", "measure_ratio", "quickest_ratio", "refresh_inputs", "release_cached_memory",
-    "replay_refreshes", "resolve_target", "synced_call_ms", "throughput", "time_kernel",
+    "DEFAULT_REP_MS", "DEFAULT_WARMUP_MS", "EARLY_SPREAD", "GRADED_MIN_ROUNDS", "HOST_ALLOWANCE_MS",
+    "LATER_ROUND_WARMUP_MS", "MAX_ROUNDS", "MAX_WALL_CALLS", "MAX_WALL_SETS", "PerfResult", "Round", "SYNC_SLACK",
+    "WALL_AUDITS", "WALL_INPUT_BUDGET_BYTES", "WALL_LONG_FACTOR", "WALL_PASSES", "WALL_SLACK", "WALL_WINDOW_MS",
+    "WARMUP_ENV", "WallWindow", "bench_median", "call_repeatedly", "capture_device_sync", "clone_inputs",
+    "device_synchronize", "graded_claims", "measure_ratio", "quickest_ratio", "refresh_inputs",
+    "release_cached_memory", "replay_refreshes", "resolve_target", "synced_call_ms", "throughput", "time_kernel",
 ]

@@ -68,12 +68,17 @@ UNSTABLE_SPREAD = 0.25
 # More rounds (up to MAX_ROUNDS) until all but one agree within this (`_settled`): rounds slowed by
 # noise disagree with a clean one, and each more round is another chance of a clean one.
 STABLE_SPREAD = 0.08
+# Two rounds, one with each side first, that agree this closely settle a check before `rounds`: a third
+# round could move its quickest by less than that, and the hold of the GPU alone is every neighbour's wait.
+EARLY_SPREAD = 0.02
+GRADED_MIN_ROUNDS = 2
 MAX_ROUNDS = 7
 RAMP_MS = 150.0
 WARMUP_ENV = "GRADER_PERF_WARMUP"   # "shared": warm up and autotune beside other submissions' work
 
 
 def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None, rounds: int = 3,
+                  min_rounds: int | None = None,
                   flops: float | None = None, bytes_moved: float | None = None,
                   warmup_ms: float = DEFAULT_WARMUP_MS, rep_ms: float = DEFAULT_REP_MS,
                   wall_check: bool = True, environment=None, bench=None,
@@ -86,6 +91,8 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
         make_inputs: () -> tuple of fresh random inputs; called once per round and per window set.
         baselines: {name: factory(*inputs) -> zero-argument callable}; the first one is graded.
         check: check(output, inputs) raises AssertionError when the output is wrong.
+        rounds, min_rounds: rounds timed at least while they disagree; `min_rounds` that agree within
+            EARLY_SPREAD are enough (default: `rounds`).
         flops, bytes_moved: per call, for TFLOP/s and GB/s in the record.
         environment: () -> list of reasons the environment is off (default: the GPU's norms, cached).
         bench, clock, sync: injectable for tests (do_bench median, perf_counter, cuda synchronize).
@@ -127,7 +134,8 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
                     reasons.append(f"the GPU could not be had alone (waited {hold.waited_s:.0f} s for other "
                                    "submissions)")
                 measured = []
-                while len(measured) < max(rounds, MAX_ROUNDS) and not _settled(measured, baselines, rounds):
+                while len(measured) < max(rounds, MAX_ROUNDS) and not _settled(measured, baselines, rounds,
+                                                                                 min_rounds):
                     measured.append(_one_round(impl, target, make_inputs, baselines, check, len(measured),
                                                bench, warmup_ms, rep_ms, clock, sync, pause, audits))
                 graded = graded_claims(measured)
@@ -159,7 +167,7 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
     ratios = {name: quickest_ratio(measured, graded, name, graded_floor) for name in baselines}
     spread = _spread([r.baseline_ms[next(iter(baselines))] / max(ms, graded_floor)
                       for r, ms in zip(measured, graded)])
-    if spread > UNSTABLE_SPREAD and not _settled(measured, baselines, rounds):
+    if spread > UNSTABLE_SPREAD and not _settled(measured, baselines, rounds, min_rounds):
         reasons.append(f"rounds disagree by {spread:.0%} (more than {UNSTABLE_SPREAD:.0%})")
     return PerfResult(
         baseline_name=next(iter(baselines)),
@@ -169,6 +177,14 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
         ratios=ratios, rounds=measured, window=window, retry_reasons=reasons,
         flops=flops, bytes_moved=bytes_moved, alone_s=alone_s,
         alone_phases_s=phases if alone_s is not None else None, alloc_retries=retries)
+
+
+def measure_graded_case(impl, case, generator) -> PerfResult:
+    """What a graded perf test times: `case` (a grader.perf.cases Benchmark) against its baselines, on
+    fresh inputs drawn from `generator`, its output checked, two agreeing rounds enough."""
+    return measure_ratio(impl, case.target, lambda: case.make_inputs(generator), case.baselines,
+                         check=case.check_output, flops=case.flops, bytes_moved=case.bytes_moved,
+                         min_rounds=GRADED_MIN_ROUNDS)
 
 
 def _set_up_baselines(baselines, make_inputs, sync) -> None:
@@ -222,16 +238,20 @@ def _one_round(impl, target, make_inputs, baselines, check, index, bench, warmup
     return Round(claim, base, wall, base_wall, pause_ms, (clock() - round_start) * 1e3, account)
 
 
-def _settled(measured, baselines, rounds) -> bool:
+def _settled(measured, baselines, rounds, min_rounds=None) -> bool:
     """Whether all rounds so far but at most one agree within STABLE_SPREAD (and there are `rounds`):
     then the median lies among them, and more rounds would only cost the GPU's time. One slow round (a
     clock still ramping after the warm-up, a host busy with neighbours' compiles) costs one more round;
-    two rounds apart (a bimodal kernel or GPU) go on to MAX_ROUNDS and, still apart, ask for a retry."""
-    if len(measured) < rounds:
+    two rounds apart (a bimodal kernel or GPU) go on to MAX_ROUNDS and, still apart, ask for a retry.
+    `min_rounds` (fewer than `rounds`) rounds within EARLY_SPREAD of each other settle it early."""
+    min_rounds = rounds if min_rounds is None else min_rounds
+    if len(measured) < min(rounds, min_rounds):
         return False
     name = next(iter(baselines))
     ratios = sorted(base / claim for base, claim in zip((r.baseline_ms[name] for r in measured),
                                                           graded_claims(measured)))
+    if len(measured) < rounds:
+        return _spread(ratios) <= EARLY_SPREAD
     agreeing = max(rounds, len(ratios) - 1)
     return any(_spread(ratios[i:i + agreeing]) <= STABLE_SPREAD for i in range(len(ratios) - agreeing + 1))
 
