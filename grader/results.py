@@ -198,33 +198,63 @@ def _record(entry: dict) -> TestRecord | None:
     return record
 
 
-def merge_streams(streams: list[str]) -> str:
-    """One stream from the streams of one submission's parts (disjoint tests, each its own checking run).
+def merge_reads(reads: list[StreamRead]) -> StreamRead:
+    """One read from the reads of one submission's parts (disjoint tests, each its own checking run).
 
     The header is the first valid one's, with every part's collected checks, tests and not-run-here tests;
-    the records are every part's, in order; the lock line sums the parts' totals and joins their
-    timelines. The end line is written only when every part wrote its own: a part cut short leaves the
+    the records are every part's, in order; the lock summary sums the parts' totals and joins their
+    timelines. It is finished only when every part wrote its own end line: a part cut short leaves the
     whole unfinished, and what it never reported scores zero. A part without a valid header adds nothing,
     so the caller must judge each part's own status first (no header is a harness error)."""
-    reads = [read_stream(text) for text in streams]
     parts = [read.results for read in reads if read.results is not None]
+    notes = [note for read in reads for note in read.notes]
     if not parts:
-        return ""
+        return StreamRead(None, False, notes)
     first = parts[0]
-    checks = list(dict.fromkeys(check for part in parts for check in part.collected_checks))
     known = all(part.collected_tests is not None for part in parts)
-    collected = [pair for part in parts for pair in part.collected_tests or ()] if known else ()
-    not_here = [nodeid for part in parts for nodeid in part.not_run_here]
-    lines = [header_line(first.impl, first.device, first.environment, checks, collected, not_here)]
-    lines += [record_line(record) for part in parts for record in part.tests]
+    merged = RunResults(
+        impl=first.impl, device=first.device, environment=first.environment,
+        tests=[record for part in parts for record in part.tests],
+        collected_checks=list(dict.fromkeys(check for part in parts for check in part.collected_checks)),
+        collected_tests=[pair for part in parts for pair in part.collected_tests or ()] if known else None,
+        not_run_here=[nodeid for part in parts for nodeid in part.not_run_here])
     locks = [part.gpu_lock for part in parts if part.gpu_lock is not None]
     if locks:
         totals: dict[str, float] = {}
         for lock in locks:
             for name, value in lock["totals"].items():
                 totals[name] = round(totals.get(name, 0) + value, 3)
-        intervals = [item for lock in locks for item in lock["intervals"]][:MAX_INTERVALS]
-        lines.append(gpu_lock_line({"totals": totals, "intervals": intervals}))
-    if all(read.finished for read in reads):
+        merged.gpu_lock = {"totals": totals,
+                           "intervals": [item for lock in locks for item in lock["intervals"]][:MAX_INTERVALS]}
+    return StreamRead(merged, all(read.finished for read in reads), notes)
+
+
+def stream_text(read: StreamRead) -> str:
+    """A read written back as a results stream (what a merged read would have been, as one run)."""
+    run = read.results
+    if run is None:
+        return ""
+    lines = [header_line(run.impl, run.device, run.environment, run.collected_checks, run.collected_tests or (),
+                         run.not_run_here)]
+    lines += [record_line(record) for record in run.tests]
+    if run.gpu_lock is not None:
+        lines.append(gpu_lock_line(run.gpu_lock))
+    if read.finished:
         lines.append(END_LINE)
     return "\n".join(lines) + "\n"
+
+
+def merge_streams(streams: list[str]) -> str:
+    """One stream from the streams of one submission's parts (`merge_reads`, written back as text)."""
+    return stream_text(merge_reads([read_stream(text) for text in streams]))
+
+
+def known_only(read: StreamRead, known_checks) -> StreamRead:
+    """The read without records of checks outside `known_checks`, each dropped with a note."""
+    if read.results is None:
+        return read
+    kept = [record for record in read.results.tests if record.check in known_checks]
+    notes = list(read.notes) + [f"{record.nodeid}: unknown check {record.check!r}; ignored"
+                                for record in read.results.tests if record.check not in known_checks]
+    run = RunResults(**{**vars(read.results), "tests": kept})
+    return StreamRead(run, read.finished, notes)

@@ -19,6 +19,7 @@ from grader.grade.batch import Batch
 from grader.grade.checking_run import Outcome
 from grader.grade.runner import grade_all
 from grader.grade.sizing import per_gpu_memory_warning
+from grader.results import TestRecord as Record
 
 # What the H200 said when six references shared it: torch, cuBLAS through torch, and a
 # test's own tensor.
@@ -36,46 +37,45 @@ NOT_OUT_OF_MEMORY = [
 ]
 
 
-def _result(outcome, message, status="graded"):
-    return {"status": status, "problems": [{"checks": [{"tests": [
-        {"nodeid": "tests_hidden/t.py::test_ok", "outcome": "passed", "message": ""},
-        {"nodeid": "tests_hidden/t.py::test_big", "outcome": outcome, "message": message}]}]}]}
+def _tests(outcome, message):
+    return [Record("tests_hidden/t.py::test_ok", "t.ok", "passed", ""),
+            Record("tests_hidden/t.py::test_big", "t.big", outcome, message)]
 
 
 @pytest.mark.parametrize("message", OUT_OF_MEMORY_MESSAGES)
 def test_gpu_memory_running_out_is_recognised_in_failures_and_harness_errors(message):
     for outcome in ("failed", "harness_error"):
-        assert gpu_sharing.out_of_gpu_memory(_result(outcome, message)) == ["tests_hidden/t.py::test_big"]
-    assert gpu_sharing.out_of_gpu_memory(_result("passed", message)) == []
+        assert gpu_sharing.out_of_gpu_memory(_tests(outcome, message)) == ["tests_hidden/t.py::test_big"]
+    assert gpu_sharing.out_of_gpu_memory(_tests("passed", message)) == []
 
 
 @pytest.mark.parametrize("message", NOT_OUT_OF_MEMORY)
 def test_other_failures_are_not_taken_for_gpu_memory(message):
-    assert gpu_sharing.out_of_gpu_memory(_result("failed", message)) == []
+    assert gpu_sharing.out_of_gpu_memory(_tests("failed", message)) == []
 
 
 def test_memory_that_ran_out_on_a_shared_gpu_sends_the_submission_to_be_graded_alone():
-    reason, alone = gpu_sharing.withheld_reason(_result("failed", OUT_OF_MEMORY_MESSAGES[0]), 6, "0")
+    reason, alone = gpu_sharing.withheld_reason("graded", _tests("failed", OUT_OF_MEMORY_MESSAGES[0]), 6, "0")
     assert alone and "6 checking runs shared it" in reason and "test_big" in reason
 
 
 def test_memory_that_ran_out_with_the_gpu_to_itself_is_the_codes_own():
-    assert gpu_sharing.withheld_reason(_result("failed", OUT_OF_MEMORY_MESSAGES[0]), 1, "0") is None
+    assert gpu_sharing.withheld_reason("graded", _tests("failed", OUT_OF_MEMORY_MESSAGES[0]), 1, "0") is None
 
 
 def test_a_timeout_on_a_shared_gpu_is_graded_again_alone_and_alone_it_stands():
-    reason, alone = gpu_sharing.withheld_reason(_result("passed", "", status="timeout"), 4, "1")
+    reason, alone = gpu_sharing.withheld_reason("timeout", _tests("passed", ""), 4, "1")
     assert alone and "timed out while 4 checking runs shared GPU 1" in reason
-    assert gpu_sharing.withheld_reason(_result("passed", "", status="timeout"), 1, "1") is None
+    assert gpu_sharing.withheld_reason("timeout", _tests("passed", ""), 1, "1") is None
 
 
 def test_a_harness_error_in_any_test_makes_the_grade_no_grade():
-    reason, alone = gpu_sharing.withheld_reason(_result("harness_error", "KeyError: 'x'"), 1, None)
+    reason, alone = gpu_sharing.withheld_reason("graded", _tests("harness_error", "KeyError: 'x'"), 1, None)
     assert not alone and "harness error in 1 test (test_big)" in reason
 
 
 def test_a_clean_result_stands():
-    assert gpu_sharing.withheld_reason(_result("failed", NOT_OUT_OF_MEMORY[1]), 4, "0") is None
+    assert gpu_sharing.withheld_reason("graded", _tests("failed", NOT_OUT_OF_MEMORY[1]), 4, "0") is None
 
 
 # --- the runner's second pass -------------------------------------------------------------------------

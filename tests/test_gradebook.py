@@ -8,7 +8,7 @@ import pytest
 
 from grader.points import load_points
 from grader.report import gradebook, model
-from grader.results import END_LINE, header_line, record_line
+from grader.results import END_LINE, header_line, read_stream, record_line
 from grader.results import TestRecord as Record
 
 POINTS = {
@@ -57,7 +57,7 @@ def _graded(points, student="alice", late=None):
                Record("tests_public/test_softmax.py::test_rows", "softmax.rows", "not_implemented",
                       "softmax: not implemented yet")]
     stream = "\n".join([header_line("x", "cuda", {}, []), *map(record_line, records), END_LINE])
-    return model.build_result(student, points, stream, "graded", "", "", {"late": late, "timing": {}},
+    return model.build_result(student, points, read_stream(stream), "graded", "", "", {"late": late, "timing": {}},
                               suites=("public", "hidden"))
 
 
@@ -129,7 +129,7 @@ def _graded_on_cpu(points):
                Record("tests_hidden/test_matmul_hidden.py::test_perf", "matmul.perf.square", "not_run_here",
                       "GPU-only check: not run here (no CUDA)")]
     stream = "\n".join([header_line("x", "cpu", {}, []), *map(record_line, records), END_LINE])
-    return model.build_result("carol", points, stream, "graded", "", "", {"late": None, "timing": {}},
+    return model.build_result("carol", points, read_stream(stream), "graded", "", "", {"late": None, "timing": {}},
                               suites=("public", "hidden"))
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from grader.points import load_points
 from grader.report import html, model
-from grader.results import END_LINE, header_line, record_line
+from grader.results import END_LINE, header_line, read_stream, record_line
 from grader.results import TestRecord as Record
 
 POINTS = """
@@ -49,7 +49,7 @@ def _stream(*records, end=True):
 
 
 def _result(points, stream, status="graded", reason="", suites=("public", "hidden")):
-    return model.build_result("alice", points, stream, status, reason, "log line\n",
+    return model.build_result("alice", points, read_stream(stream), status, reason, "log line\n",
                               {"suite": "all", "sandbox": "bubblewrap", "grader_version": "0.1.0",
                                "files": {"softmax": "ab"}, "ignored": ["notes.txt (not an assignment "
                                                                         "module file)"],

@@ -45,6 +45,7 @@ from grader.grade.sizing import (
 )
 from grader.perf import gpu_lock
 from grader.report import html
+from grader.results import read_stream
 
 REPO = Path(__file__).resolve().parent.parent
 HANG_BUDGET = 30.0  # the hanging submission's budget: enough for its first tests to report first
@@ -320,7 +321,7 @@ HEADER = results.header_line("x", "cpu", {}, []) + "\n"
                        "!!! Interrupted: 1 error during collection !!!", "harness_error"),
 ])
 def test_exit_classification(code, timed_out, stream, log, status):
-    assert classify_exit(code, timed_out, 10.0, stream, log)[0] == status
+    assert classify_exit(code, timed_out, 10.0, read_stream(stream), log)[0] == status
 
 
 @pytest.mark.parametrize("log, line", [
@@ -331,7 +332,7 @@ def test_exit_classification(code, timed_out, stream, log, status):
     ("INTERNALERROR> Traceback\nINTERNALERROR> KeyError: 'check'\n", "INTERNALERROR> KeyError: 'check'"),
 ])
 def test_a_harness_errors_reason_is_its_decisive_log_line_not_the_exit_code(log, line):
-    status, reason = classify_exit(1 if "bwrap" in log else 3, False, 10.0, "", log)
+    status, reason = classify_exit(1 if "bwrap" in log else 3, False, 10.0, read_stream(""), log)
     assert status == "harness_error" and reason.endswith(line)
 
 
@@ -355,9 +356,9 @@ def test_parent_side_modules_import_without_torch():
 
 def test_gpu_name_for_calibrated_ladders_comes_from_the_run_header():
     header = results.header_line("submission", "cuda", {"device": "CUDA: NVIDIA H200"}, [])
-    assert checking_run.gpu_name_of(header + "\n") == "NVIDIA H200"
+    assert checking_run.gpu_name_of(read_stream(header + "\n")) == "NVIDIA H200"
     cpu = results.header_line("submission", "cpu", {"device": "no CUDA"}, [])
-    assert checking_run.gpu_name_of(cpu) is None and checking_run.gpu_name_of("") is None
+    assert checking_run.gpu_name_of(read_stream(cpu)) is None and checking_run.gpu_name_of(read_stream("")) is None
 
 
 def test_installed_but_broken_bubblewrap_fails_the_preflight_and_grades_nobody(tmp_path, monkeypatch):
@@ -383,7 +384,7 @@ def test_a_harness_error_is_no_grade_is_listed_exits_nonzero_and_is_regraded(tmp
     def execute(self, student, scratch, slot, collect_only=False):
         if collect_only or not broken["now"]:
             return real_execute(self, student, scratch, slot, collect_only)
-        status, reason = classify_exit(1, False, 10.0, "", bwrap_line + "\n")
+        status, reason = classify_exit(1, False, 10.0, read_stream(""), bwrap_line + "\n")
         return Outcome(status, reason, 1, 0.1, "", bwrap_line)
 
     monkeypatch.setattr(Batch, "execute", execute)

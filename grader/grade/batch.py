@@ -37,15 +37,12 @@ from grader.grade import containment, gpu_sharing, parts, preflight, sandbox, se
 from grader.grade.checker_tree import build_checker_tree, grade_key, remove_tree
 from grader.grade.checking_run import (
     CHECKER_LAUNCHER,
-    BoundedLog,
     Outcome,
-    classify_exit,
-    drain,
-    drain_fd,
     gpu_name_of,
     importable,
     kill_group,
     warm_checker_tree,
+    watch,
 )
 from grader.grade.progress import clock_text, estimate_eta
 from grader.grade.settings import REPO_ROOT, SUITE_DIRS, Settings
@@ -60,7 +57,6 @@ from grader.report.model import (
     not_gradable_result,
     points_text,
     unscored_result,
-    withhold,
 )
 from grader.report.student_files import write_submission_outputs
 from grader.worker import process as worker
@@ -79,6 +75,7 @@ class Batch:
         # (student, part label or ""): the process and perf_counter() at its launch
         self.running: dict[tuple[str, str], tuple[subprocess.Popen, float]] = {}
         self.durations: list[float] = []             # wall time of each submission's run(s) that finished
+        self.seat_waits: dict[str, float] = {}       # per submission: seconds its parts waited for a seat
         self.lock = threading.Lock()
         self.bwrap = sandbox.find_bwrap() if settings.sandbox else None
         self.python_paths = sandbox.python_paths(exclude=[settings.submissions.resolve(), settings.out.resolve()])
@@ -143,7 +140,7 @@ class Batch:
         if self.settings.split:
             problem_of = {check.id: problem.id for problem in self.points.problems for check in problem.checks}
             self.parts = parts.plan(found.collected_tests, problem_of, max_parts=self.settings.parts_each)
-        self.batch_maximum = build_result("preflight", self.points, outcome.stream, "graded", "", "", {},
+        self.batch_maximum = build_result("preflight", self.points, outcome.read, "graded", "", "", {},
                                           suites=self.suites(), perf=self.settings.perf,
                                           not_run_here=self.not_run_here)["score"]["possible"]
 
@@ -207,8 +204,9 @@ class Batch:
         try:
             staged = submission.stage(source, scratch / "impl")
         except BadSubmission as error:
-            result = not_gradable_result(source.id, str(error), self.context(source.id, None), self.maximum())
-            return self.finish(source, result, scratch, begin, log="")
+            result = not_gradable_result(source.id, str(error), self.context(source.id, None) | {
+                "timing": {"total_s": round(time.perf_counter() - begin, 3)}}, self.maximum())
+            return self.finish(source, result, scratch, log="")
         key = self.grade_key(staged)
         previous = self.previous(source.id)
         if previous and previous.get("grade_key") == key and not self.settings.force and not alone \
@@ -218,9 +216,10 @@ class Batch:
         context = self.context(source.id, staged) | {"grade_key": key}
         if not staged.files:
             result = not_gradable_result(source.id, "no assignment module files found "
-                                         f"({', '.join(m + '.py' for m in submission.MODULES)})", context,
+                                         f"({', '.join(m + '.py' for m in submission.MODULES)})",
+                                         context | {"timing": {"total_s": round(time.perf_counter() - begin, 3)}},
                                          self.maximum())
-            return self.finish(source, result, scratch, begin, log="")
+            return self.finish(source, result, scratch, log="")
         slot = slots.get()
         if self.stopping.is_set():
             slots.put(slot)
@@ -236,25 +235,31 @@ class Batch:
             shutil.rmtree(scratch, ignore_errors=True)
             return "interrupted"
         context |= {"gpu": slot, "exit_code": outcome.exit_code, "parts": [part.label for part in used]}
-        if outcome.status == HARNESS_ERROR:
-            result = unscored_result(source.id, HARNESS_ERROR, outcome.reason, context, self.maximum(), outcome.log)
-        else:
-            result = build_result(source.id, self.points_for(outcome.stream), outcome.stream, outcome.status,
-                                  outcome.reason, outcome.log, context, suites=self.suites(),
-                                  perf=self.settings.perf, not_run_here=self.not_run_here)
-            shared_by = 1 if alone or slot is None else self.settings.per_gpu * max(1, len(used))
-            withheld = gpu_sharing.withheld_reason(result, shared_by, slot)
-            if withheld is not None:
-                reason, grade_alone = withheld
-                withhold(result, reason)       # written as no grade first: an interrupted batch regrades it
-                if grade_alone:
-                    with self.lock:
-                        self.alone_again.append(source)
-        result["timing"]["child_s"] = round(outcome.duration, 3)
-        return self.finish(source, result, scratch, begin, log=outcome.log)
+        shared_by = 1 if alone or slot is None else self.settings.per_gpu * max(1, len(used))
+        result = self.result_of(source, outcome, context, shared_by, begin)
+        return self.finish(source, result, scratch, log=outcome.log)
 
-    def finish(self, source, result, scratch, begin, log) -> str:
-        result["timing"]["total_s"] = round(time.perf_counter() - begin, 3)
+    def result_of(self, source, outcome: Outcome, context: dict, shared_by: int, begin: float) -> dict:
+        """The submission's result, built once: what its run became (graded, no grade, or no grade until
+        it is graded again alone) is decided from the run before the result is written down."""
+        timing = {"child_s": round(outcome.duration, 3), "seat_wait_s": round(self.seat_waits.get(source.id, 0.0), 3),
+                  "total_s": round(time.perf_counter() - begin, 3)}
+        context = context | {"timing": timing}
+        if outcome.status == HARNESS_ERROR:
+            return unscored_result(source.id, HARNESS_ERROR, outcome.reason, context, self.maximum(), outcome.log)
+        status, reason = outcome.status, outcome.reason
+        tests = outcome.read.results.tests if outcome.read.results else []
+        withheld = gpu_sharing.withheld_reason(status, tests, shared_by, context["gpu"])
+        if withheld is not None:
+            # written as no grade first: an interrupted batch regrades it
+            (reason, grade_alone), status = withheld, HARNESS_ERROR
+            if grade_alone:
+                with self.lock:
+                    self.alone_again.append(source)
+        return build_result(source.id, self.points_for(outcome.read), outcome.read, status, reason, outcome.log,
+                            context, suites=self.suites(), perf=self.settings.perf, not_run_here=self.not_run_here)
+
+    def finish(self, source, result, scratch, log) -> str:
         write_submission_outputs(self.settings.out / source.id, result, log)
         remove_tree(scratch)
         score = result["score"]
@@ -266,7 +271,7 @@ class Batch:
         reason = f"the grader failed on this submission ({type(error).__name__}: {str(error)[:300]})"
         try:
             result = not_gradable_result(source.id, reason, self.context(source.id, None), self.maximum())
-            return self.finish(source, result, self.scratch_root / "runs" / source.id, time.perf_counter(), log="")
+            return self.finish(source, result, self.scratch_root / "runs" / source.id, log="")
         except Exception as again:  # noqa: BLE001
             return f"{reason}; its outputs could not be written ({type(again).__name__})"
 
@@ -283,7 +288,10 @@ class Batch:
         def run(part):
             seat = (self.seats.seat(slot, (place, longest_first[part.label]), self.stopping) if self.seats
                     else contextlib.nullcontext(True))
+            asked = time.perf_counter()
             with seat as seated:
+                with self.lock:
+                    self.seat_waits[student] = self.seat_waits.get(student, 0.0) + time.perf_counter() - asked
                 if not seated:                 # the batch stopped first: nothing ran, nothing to grade
                     return part.label, Outcome(HARNESS_ERROR, "interrupted before it started", None, 0.0, "", "")
                 folder = scratch / "parts" / part.label
@@ -324,45 +332,22 @@ class Batch:
                                     readonly=[path for path in code if path])
         if kept:                                # off its GPU's timing cores, whatever it starts too
             argv = timing_cores.launch_prefix(self.compile_cores) + argv
-        start = time.perf_counter()
-        try:
-            process = subprocess.Popen(argv, env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       pass_fds=(write_end, *lock_fds), start_new_session=True)
-        except OSError as error:
-            os.close(read_end)
-            os.close(write_end)
-            for fd in lock_fds:
-                os.close(fd)
-            return Outcome(HARNESS_ERROR, f"harness error: could not start the checking run: {error}", None, 0.0,
-                           "", "")
-        os.close(write_end)                     # the checker holds the only write end now
-        for fd in lock_fds:
-            os.close(fd)                        # the child's copies carry its locks; ours would only linger
         key = (student, part.label if part else "")
-        with self.lock:
-            self.running[key] = (process, start)
-        log = BoundedLog()
-        stream = bytearray()
-        readers = [threading.Thread(target=drain, args=(process.stdout, log.add), daemon=True),
-                   threading.Thread(target=drain_fd, args=(read_end, stream.extend), daemon=True)]
-        for reader in readers:
-            reader.start()
-        timed_out = False
-        try:
-            process.wait(timeout=self.settings.timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            kill_group(process)
+
+        def started(process, at):
+            with self.lock:
+                self.running[key] = (process, at)
+
+        def ended(process):
             with self.lock:
                 self.running.pop(key, None)
-        for reader in readers:
-            reader.join(timeout=5)
-        duration = time.perf_counter() - start
-        text = bytes(stream).decode("utf-8", errors="replace")
-        status, reason = classify_exit(process.returncode, timed_out, self.settings.timeout, text, log.text())
-        return Outcome(status, reason, process.returncode, duration, text, log.text())
+
+        try:
+            return watch(argv, env=launch.env, cwd=launch.cwd, results_fd=(read_end, write_end), pass_fds=lock_fds,
+                         timeout=self.settings.timeout, started=started, ended=ended)
+        finally:
+            for fd in lock_fds:
+                os.close(fd)                    # the child's copies carry its locks; ours would only linger
 
     def checker_command(self, impl_dir: Path, results_fd: int, part: parts.Part | None = None) -> list[str]:
         command = [sys.executable, "-c", CHECKER_LAUNCHER, "-p", "grader.plugin"]
@@ -410,9 +395,9 @@ class Batch:
 
     # --- bookkeeping -----------------------------------------------------------------------------
 
-    def points_for(self, stream: str):
+    def points_for(self, read):
         """The points table with the perf ladders calibrated for the GPU the run reported."""
-        gpu = gpu_name_of(stream)
+        gpu = gpu_name_of(read)
         with self.lock:
             if gpu not in self.tables:
                 self.tables[gpu] = load_points(self.settings.points_dir, gpu_name=gpu)

@@ -1,9 +1,10 @@
 """One checking run seen from outside: how it is started, watched, read and killed.
 
-The runner (grader/grade/runner.py) decides what to grade and writes the outputs; this module holds the
-process-level pieces it uses for each submission: the non-dumpable launcher, the bubblewrap probe,
-the pre-warmed read-only checker tree, the bounded log, draining pipes, classifying how the run ended,
-and killing its whole process group. Nothing here imports torch or Triton.
+The batch (grader/grade/batch.py) decides what to grade and writes the outputs; this module runs one
+checking run for it (`watch`: launch in a new session, drain its output and results pipe, kill its
+whole process group on the wall-clock budget, read the results once) and holds the process-level
+pieces around that: the non-dumpable launcher, the pre-warmed read-only checker tree, the bounded log
+and classifying how the run ended. Nothing here imports torch or Triton.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import results
@@ -24,7 +26,7 @@ from grader.report.model import HARNESS_ERROR
 
 @dataclass
 class Outcome:
-    """What one checking run produced, before scoring."""
+    """What one checking run produced, before scoring: its results stream is read once, here."""
 
     status: str                  # graded | timeout | crashed | harness_error
     reason: str
@@ -32,6 +34,53 @@ class Outcome:
     duration: float
     stream: str                  # the results stream (JSON lines)
     log: str                     # head and tail of stdout+stderr
+    read: results.StreamRead = field(default=None, repr=False)   # the stream, read (grader.results)
+
+    def __post_init__(self):
+        if self.read is None:
+            self.read = results.read_stream(self.stream)
+
+
+def watch(argv: list[str], *, env: dict, cwd: str, results_fd: tuple[int, int], pass_fds=(),
+          timeout: float, started=lambda process, at: None, ended=lambda process: None) -> Outcome:
+    """Run one checking run to its end or its wall-clock budget and return what it produced.
+
+    `results_fd` is the (read, write) ends of the pipe the checker writes its results to: the child gets
+    the write end, and this process keeps only the read end. `started(process, perf_counter at launch)`
+    and `ended(process)` let the caller track the run (progress, Ctrl-C). The whole process group is
+    killed when the run ends, however it ends."""
+    read_end, write_end = results_fd
+    start = time.perf_counter()
+    try:
+        process = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, pass_fds=(write_end, *pass_fds),
+                                   start_new_session=True)
+    except OSError as error:
+        os.close(read_end)
+        return Outcome(HARNESS_ERROR, f"harness error: could not start the checking run: {error}", None, 0.0,
+                       "", "")
+    finally:
+        os.close(write_end)                     # the checker holds the only write end now
+    started(process, start)
+    log, stream = BoundedLog(), bytearray()
+    readers = [threading.Thread(target=drain, args=(process.stdout, log.add), daemon=True),
+               threading.Thread(target=drain_fd, args=(read_end, stream.extend), daemon=True)]
+    for reader in readers:
+        reader.start()
+    timed_out = False
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        kill_group(process)
+        ended(process)
+    for reader in readers:
+        reader.join(timeout=5)
+    text = bytes(stream).decode("utf-8", errors="replace")
+    read = results.read_stream(text)
+    status, reason = classify_exit(process.returncode, timed_out, timeout, read, log.text())
+    return Outcome(status, reason, process.returncode, time.perf_counter() - start, text, log.text(), read)
 
 
 LOG_HEAD = LOG_TAIL = 100_000     # bytes of the child's output kept: head and tail, 200 KB in all
@@ -67,9 +116,9 @@ def warm_checker_tree(root: Path, suite_dirs, timeout: float = 300.0) -> None:
             path.chmod(path.stat().st_mode & ~0o222)
 
 
-def gpu_name_of(stream: str) -> str | None:
+def gpu_name_of(read: results.StreamRead) -> str | None:
     """The GPU model the checking run reported in its header ("CUDA: NVIDIA H200"), if any."""
-    header = results.read_stream(stream).results
+    header = read.results
     if header is None or header.device != "cuda":
         return None
     environment = header.environment
@@ -77,13 +126,12 @@ def gpu_name_of(stream: str) -> str | None:
     return str(name) or None
 
 
-def classify_exit(code: int | None, timed_out: bool, timeout: float, stream: str,
+def classify_exit(code: int | None, timed_out: bool, timeout: float, read: results.StreamRead,
                   log: str = "") -> tuple[str, str]:
     """The run's status from how it ended; only a run that wrote its end line counts as graded.
     The checker writes its results header when collection ends, before any student code runs: a
     run without it, a pytest internal or usage error (3, 4) or a collection error is the harness's
     fault (harness_error), and its reason is the decisive line of the log, not the exit code."""
-    read = results.read_stream(stream)
     finished, started = read.finished, read.results is not None
     collection_failed = code == 2 and ("error during collection" in log or "ERROR collecting" in log)
     if code in (3, 4) or collection_failed or (not started and not finished):

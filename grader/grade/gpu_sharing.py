@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from grader.report.model import TIMEOUT, result_tests, test_name
-from grader.results import FAILED, HARNESS_ERROR
+from grader.report.model import TIMEOUT, test_name
+from grader.results import FAILED, HARNESS_ERROR, TestRecord
 
 # torch's OutOfMemoryError ("CUDA out of memory. Tried to allocate ..."), the driver's own error, and the
 # libraries' failed allocations (cuBLAS handles, cuDNN workspaces). Not Triton's "out of resource:
@@ -22,31 +22,33 @@ OUT_OF_GPU_MEMORY = re.compile(r"CUDA out of memory|CUDA error: out of memory|Ou
                                r"|\b[A-Z]+_STATUS_ALLOC_FAILED\b|cudaErrorMemoryAllocation")
 
 
-def out_of_gpu_memory(result: dict) -> list[str]:
+def out_of_gpu_memory(tests: list[TestRecord]) -> list[str]:
     """The tests that failed (or errored in the harness) because the GPU's memory ran out."""
-    return [test["nodeid"] for test in result_tests(result)
-            if test.get("outcome") in (FAILED, HARNESS_ERROR) and OUT_OF_GPU_MEMORY.search(test.get("message") or "")]
+    return [test.nodeid for test in tests
+            if test.outcome in (FAILED, HARNESS_ERROR) and OUT_OF_GPU_MEMORY.search(test.message or "")]
 
 
-def harness_errors(result: dict) -> list[str]:
-    return [test["nodeid"] for test in result_tests(result) if test.get("outcome") == HARNESS_ERROR]
+def harness_errors(tests: list[TestRecord]) -> list[str]:
+    return [test.nodeid for test in tests if test.outcome == HARNESS_ERROR]
 
 
-def withheld_reason(result: dict, shared_by: int, gpu: str | None) -> tuple[str, bool] | None:
-    """Why this grade cannot stand, and whether grading alone would settle it; None when it stands.
+def withheld_reason(status: str, tests: list[TestRecord], shared_by: int,
+                    gpu: str | None) -> tuple[str, bool] | None:
+    """Why the grade of a run that ended as `status` and reported `tests` cannot stand, and whether
+    grading alone would settle it; None when it stands.
 
     Memory that ran out, or a run that timed out, while `shared_by` > 1 checking runs shared the GPU
     (other submissions', or this one's other parts): grade alone. A harness error in any test: the
     grade would be short of points that are not the student's to lose, so it is no grade (regraded on
     the next run, listed for staff)."""
-    short = out_of_gpu_memory(result)
+    short = out_of_gpu_memory(tests)
     if short and shared_by > 1:
         return (f"GPU {gpu}'s memory ran out while {shared_by} checking runs shared it, in {_listed(short)}: "
                 "not this submission's doing; graded again with the GPU to itself", True)
-    if result.get("status") == TIMEOUT and shared_by > 1:   # its waits for the GPU count in the run's time
+    if status == TIMEOUT and shared_by > 1:   # its waits for the GPU count in the run's time
         return (f"timed out while {shared_by} checking runs shared GPU {gpu}: graded again with the GPU to "
                 "itself", True)
-    broken = harness_errors(result)
+    broken = harness_errors(tests)
     if broken:
         return (f"harness error in {_listed(broken)} (not the student's fault): no grade until it is "
                 "regraded", False)

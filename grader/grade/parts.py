@@ -4,7 +4,7 @@ Most of a GPU grade is Triton compiling the student's kernels on one CPU core wh
 reference alone on the H200: 186 of its 269 s). Run as separate checking runs side by side, the parts
 compile in parallel on as many cores, while the GPU lock still gives every perf check the GPU to
 itself, against the other parts too. Each part's results stream is merged back into one
-(grader.results.merge_streams) before scoring.
+(grader.results.merge_reads) before scoring.
 
 The unit of a split is one test function with all its parametrizations (it keeps its compiled kernels
 and its fixtures), unless the function alone is longer than a part's share of the suite: then each of
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from grader.grade.checking_run import Outcome
 from grader.report.model import CRASHED, GRADED, HARNESS_ERROR, TIMEOUT, result_tests
-from grader.results import merge_streams
+from grader.results import merge_reads, stream_text
 
 TEST_SECONDS_FILE = Path(__file__).resolve().parent / "test_seconds.json"
 MAX_PARTS = 4                  # checking runs per submission: each holds a checker, a worker, two CUDA contexts
@@ -210,5 +210,6 @@ def combine(labelled: list[tuple[str, Outcome]]) -> Outcome:
     else:
         reason = "; ".join(f"part {label}: {outcome.reason}" for label, outcome in labelled
                            if outcome.status != GRADED and outcome.reason)
+    merged = merge_reads([outcome.read for _, outcome in labelled])
     return Outcome(worst.status, reason, worst.exit_code, max(o.duration for _, o in labelled),
-                   merge_streams([outcome.stream for _, outcome in labelled]), log)
+                   stream_text(merged), log, merged)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grader import results
 from grader.errors import GraderError
 
 # (text in the failed run's reason or log, what it means and how to fix it), first match wins.
@@ -41,7 +40,7 @@ class Preflight:
 
 def verdict(outcome, *, gpu_expected: bool, sandboxed: bool, interpreter: str) -> Preflight:
     """What the preflight run (a runner Outcome) found; raises GraderError with cause and fix."""
-    header = results.read_stream(outcome.stream).results
+    header = outcome.read.results
     where = f"{interpreter}, {'inside bubblewrap' if sandboxed else 'without a sandbox'}"
     if outcome.status != "graded" or header is None:
         detail = outcome.reason or f"exit code {outcome.exit_code}"

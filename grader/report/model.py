@@ -52,14 +52,16 @@ def selected_points(points: PointsTable, perf: bool) -> PointsTable:
                              for p in points.problems))
 
 
-def build_result(student: str, points: PointsTable, stream: str, status: str, reason: str, log: str,
-                 context: dict, *, suites: tuple[str, ...], perf: bool = True,
+def build_result(student: str, points: PointsTable, read: results_format.StreamRead, status: str, reason: str,
+                 log: str, context: dict, *, suites: tuple[str, ...], perf: bool = True,
                  not_run_here: frozenset[str] = frozenset()) -> dict:
-    """Score one run. `status` is how the run ended (graded, timeout, crashed). Tests in
-    `not_run_here` (the batch's, from its preflight) or in the header's list that never reported
-    cannot run on this machine: they stay out of the max, so a run cut short has the batch's max."""
+    """Score one run whose results stream was read as `read` (grader.results). `status` is how the run
+    ended (graded, timeout, crashed), or harness_error for a grade withheld: what was scored is kept for
+    whoever looks into it. Tests in `not_run_here` (the batch's, from its preflight) or in the header's
+    list that never reported cannot run on this machine: they stay out of the max, so a run cut short
+    has the batch's max. `context["timing"]`, when given, joins the tests' own seconds."""
     table = selected_points(points, perf)
-    read = results_format.read_stream(stream, known_checks=table.checks)
+    read = results_format.known_only(read, table.checks)
     header, records, notes = read.results, list(read.results.tests if read.results else ()), read.notes
     if status == GRADED and header is None:
         status, reason = CRASHED, "the checking run wrote no results"
@@ -75,13 +77,29 @@ def build_result(student: str, points: PointsTable, stream: str, status: str, re
         "device": header.device if header else "", "environment": header.environment if header else {},
         "notes": notes, "log_tail": log[-LOG_TAIL_CHARS:],
         "missing_exact": header is not None and header.collected_tests is not None,
-        "timing": {"tests_s": round(sum(r.duration for r in records), 3)},
         **context,
+        "timing": time_breakdown(records, table, header) | context.get("timing", {}),
     }
     if header is not None and header.gpu_lock is not None:
         result["gpu_lock"] = header.gpu_lock         # a shared GPU's waits and timeline, for staff
     result["provisional"] = provisional_note(result)
     return result
+
+
+def time_breakdown(records, table: PointsTable, header) -> dict:
+    """Where the run's test time went: correctness and perf checks, and on a GPU shared through its lock
+    (grader.perf.gpu_lock) the Triton compiles it lent the GPU for, its waits for the lock and its perf
+    checks' time with the GPU alone. Seconds summed over the run's parts, which run at once."""
+    perf_checks = {check.id for check in table.checks.values() if check.perf}
+    perf_s = sum(r.duration for r in records if r.check in perf_checks)
+    breakdown = {"tests_s": round(sum(r.duration for r in records), 3),
+                 "correctness_s": round(sum(r.duration for r in records if r.check not in perf_checks), 3),
+                 "perf_s": round(perf_s, 3)}
+    totals = (header.gpu_lock or {}).get("totals", {}) if header is not None else {}
+    if totals:
+        breakdown |= {"compile_s": totals.get("lent_s", 0.0), "compiles": int(totals.get("compiles", 0)),
+                      "lock_wait_s": totals.get("waited_s", 0.0), "perf_alone_s": totals.get("alone_s", 0.0)}
+    return breakdown
 
 
 def missing_records(table: PointsTable, suites, header, records, status, reason,
@@ -118,8 +136,8 @@ def unscored_result(student: str, status: str, reason: str, context: dict, maxim
     return {"format": RESULT_FORMAT, "id": student, "status": status, "reason": reason,
             "graded_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "score": {"earned": 0.0, "possible": maximum, "total": maximum}, "problems": [], "device": "",
-            "environment": {}, "notes": [], "log_tail": log[-LOG_TAIL_CHARS:], "timing": {"tests_s": 0.0},
-            **context}
+            "environment": {}, "notes": [], "log_tail": log[-LOG_TAIL_CHARS:], **context,
+            "timing": {"tests_s": 0.0, **context.get("timing", {})}}
 
 
 
@@ -128,13 +146,6 @@ def result_tests(result: dict):
     for problem in result.get("problems", []):
         for check in problem["checks"]:
             yield from check["tests"]
-
-
-def withhold(result: dict, reason: str) -> dict:
-    """Make a scored result no grade (harness_error: listed for staff, regraded on the next run), keeping
-    what was scored for whoever looks into it."""
-    result["status"], result["reason"] = HARNESS_ERROR, reason
-    return result
 
 
 def _problem(score) -> dict:
