@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -211,6 +212,7 @@ class IsolatedImpl(Impl):
         self._sock = None
         self._transport = None
         self._ready = False
+        self._resting = False          # the worker's process group is stopped between calls
         self._hung: set[str] = set()   # functions that hung once: not called again, so one hang costs one function
 
     def _request(self, kind, target, args, kwargs):
@@ -223,6 +225,7 @@ class IsolatedImpl(Impl):
             raise WorkerLost(f"{name} hung earlier in this run (no reply within {self.call_timeout:g} s), so it is "
                              "not called again; the other functions are still graded")
         self._connection()
+        self._wake()
         deadline = time.monotonic() + self.call_timeout
         try:
             try:
@@ -246,6 +249,23 @@ class IsolatedImpl(Impl):
         finally:
             if self._transport is not None:
                 self._transport.end_call()
+            self.rest_worker()
+
+    def rest_worker(self) -> None:
+        """Stop the worker's process group while no call is in flight: a thread its code left running
+        cannot load the GPU during another submission's timing, nor this one's baselines."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGSTOP)
+                self._resting = True
+
+    def _wake(self) -> None:
+        process = self._process
+        if process is not None and self._resting:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGCONT)
+        self._resting = False
 
     def _past_compiles(self, reply, deadline: float):
         """Serve the worker's compile notices until its reply: while it compiles, the GPU lock goes to
@@ -368,13 +388,14 @@ class IsolatedImpl(Impl):
         self._sock, child = socket.socketpair()
         fds = (child.fileno(), *self._transport.worker_fds())
         try:
-            self._process = subprocess.Popen(worker.launch_argv(*fds), pass_fds=fds, stdin=subprocess.DEVNULL)
+            self._process = subprocess.Popen(worker.launch_argv(*fds), pass_fds=fds, stdin=subprocess.DEVNULL,
+                                             **_OWN_PROCESS_GROUP)
         finally:
             child.close()
         setup = channel.Setup(self.spec, tuple(self.extra_sys_path), self.scratch,
                               compile_notices=gpu_lock.current().lends_compiles)
         channel.send_frame(self._sock, pickle.dumps(setup))
-        self._ready = False
+        self._ready, self._resting = False, False
 
     def _kill(self):
         process, self._process = self._process, None
@@ -395,6 +416,11 @@ class IsolatedImpl(Impl):
         if self._transport is not None:
             self._transport.close()
             self._transport = None
+
+
+# The worker leads a process group of its own (in the checker's session, which the runner kills whole),
+# so that one signal stops all of it between calls.
+_OWN_PROCESS_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
 
 
 def _called_name(kind, target, args) -> str:

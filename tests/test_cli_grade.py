@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from grader import cli
 from grader.bench import grading
 from grader.bench.grading import bench_summary
-from grader.grade import runner
+from grader.grade import runner, sizing
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "examples"))
@@ -20,6 +20,8 @@ import make_examples  # noqa: E402
 
 
 def _capture(monkeypatch, module, name):
+    """Replace `module.name` with a recorder, on a machine that has GPUs 0 and 1."""
+    monkeypatch.setattr(sizing, "detect_gpus", lambda env: ["0", "1"])
     seen = {}
 
     def fake(*args, **kwargs):
@@ -172,3 +174,29 @@ def test_the_partial_examples_matmul_is_wrong_but_never_reads_past_the_matrix(tm
     first, second = module.matmul(a, b), module.matmul(a, b)
     assert torch.isfinite(first).all() and torch.equal(first, second)
     assert not torch.allclose(first, a @ b, atol=1e-3)          # still a bug the suites catch
+
+
+def test_gpus_the_machine_does_not_have_are_refused_with_what_it_has(monkeypatch, tmp_path):
+    monkeypatch.setattr(sizing, "detect_gpus", lambda env: [])
+    for command in (["grade", str(tmp_path)], ["bench", "grading"]):
+        result = CliRunner().invoke(cli.main, [*command, "--gpus", "3"])
+        assert result.exit_code != 0
+        assert "GPU 3 is not on this machine" in result.output and "no GPU" in result.output, result.output
+    monkeypatch.setattr(sizing, "detect_gpus", lambda env: ["0", "1"])
+    result = CliRunner().invoke(cli.main, ["grade", str(tmp_path), "--gpus", "0,3"])
+    assert result.exit_code != 0 and "it has GPUs 0, 1" in result.output, result.output
+
+
+@pytest.mark.parametrize("make, only, expected", [
+    (lambda root: None, (), "no submissions in"),
+    (lambda root: (root / "alice").mkdir(), ("nobody",), "--only nobody: no such submission"),
+])
+def test_nothing_to_grade_is_refused_with_what_exists(tmp_path, make, only, expected):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    make(subs)
+    arguments = ["grade", str(subs), "--out", str(tmp_path / "out"), "--gpus", "", "--no-sandbox"]
+    result = CliRunner().invoke(cli.main, [*arguments, *(f"--only={who}" for who in only)])
+    assert result.exit_code != 0 and expected in result.output, result.output
+    if only:
+        assert "there are 1: alice" in result.output

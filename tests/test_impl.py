@@ -5,6 +5,7 @@ protected, replies admitted only as plain values, the checker never importing st
 from __future__ import annotations
 
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -72,6 +73,22 @@ FAKE_SOFTMAX = textwrap.dedent('''
 
     def launches_nothing(x):
         return x + 1
+
+
+    def leaves_a_ticking_thread(x):
+        """A thread that keeps working after the call returns, counting its ticks into a file."""
+        import tempfile
+        import threading
+
+        def tick():
+            while True:
+                with open(os.path.join(tempfile.gettempdir(), "grader-test-ticks"), "a") as out:
+                    out.write(".")
+                time.sleep(0.005)
+
+        threading.Thread(target=tick, daemon=True).start()
+        time.sleep(0.05)
+        return x
 
 
     def mutates_input(x):
@@ -477,3 +494,15 @@ def test_isolated_reply_that_stalls_midway_is_stopped(isolated):
         caller.join(10)
     assert not stalled, "the checker was still blocked reading the reply 15 s after a 3 s call timeout"
     assert outcome and type(outcome[0]).__name__ == "WorkerLost"
+
+
+def test_isolated_worker_is_stopped_between_calls_so_a_thread_it_left_cannot_run(isolated):
+    ticks = Path(tempfile.gettempdir()) / "grader-test-ticks"
+    ticks.unlink(missing_ok=True)
+    isolated.call("softmax", "leaves_a_ticking_thread", torch.ones(2))
+    time.sleep(0.05)                              # a SIGSTOP lands asynchronously
+    after_call = ticks.stat().st_size
+    time.sleep(0.3)                               # 60 ticks if the thread ran on
+    assert ticks.stat().st_size == after_call
+    isolated.call("softmax", "leaves_a_ticking_thread", torch.ones(2))   # a call wakes it for 50 ms
+    assert ticks.stat().st_size > after_call

@@ -30,7 +30,7 @@ from grader.grade import sizing as sizing_module
 from grader.grade.batch import Batch
 from grader.grade.checker_tree import grade_key, remove_tree
 from grader.grade.checking_run import Outcome, classify_exit
-from grader.grade.progress import estimate_eta
+from grader.grade.progress import eta_from_rate
 from grader.grade.runner import grade_all
 from grader.grade.sandbox import find_bwrap
 from grader.grade.settings import Settings
@@ -529,28 +529,29 @@ def test_a_report_that_fails_to_render_leaves_the_grade_and_the_other_outputs(ho
 
 
 def test_eta_is_unknown_until_a_run_has_finished():
-    assert estimate_eta([], in_flight=[10.0], queued=3, slots=2) is None
+    assert eta_from_rate(0, elapsed_s=120.0, remaining=3) is None
+    assert eta_from_rate(0, elapsed_s=120.0, remaining=0) == 0.0
 
 
-def test_eta_shares_the_queue_over_the_slots():
-    # Two GPUs, runs of 300 s: one just finished, one 290 s in, one queued -> 10 s + 300 s over 2 slots.
-    assert estimate_eta([300.0], in_flight=[290.0], queued=1, slots=2) == 155.0
+def test_eta_follows_the_rate_graded_so_far():
+    # two graded in 300 s: six more take 900 s at that rate
+    assert eta_from_rate(2, elapsed_s=300.0, remaining=6) == 900.0
 
 
-def test_eta_does_not_count_runs_past_the_mean_as_negative():
-    assert estimate_eta([100.0], in_flight=[400.0], queued=0, slots=1) == 0.0
+def test_eta_is_never_zero_while_a_submission_is_left_and_a_stall_moves_it_out():
+    # runs that outlast the mean used to read "ETA 0m00s" until the batch ended
+    early, later = eta_from_rate(1, elapsed_s=100.0, remaining=1), eta_from_rate(1, elapsed_s=500.0, remaining=1)
+    assert 0 < early < later
 
 
-def test_eta_shares_the_queue_over_every_submission_in_flight_when_seats_let_more_overlap_than_slots():
-    # One slot, but the GPU's seats hold parts of three submissions (100 s in each), runs of 300 s, three
-    # queued: 3 x 200 s + 3 x 300 s over the three in flight, not over the one slot.
+def test_the_progress_line_says_what_runs_and_the_time_left_at_the_batch_s_rate():
     now, lines = time.perf_counter(), []
     batch = SimpleNamespace(lock=threading.Lock(), durations=[300.0], say=lines.append,
-                            settings=SimpleNamespace(slots=["0"]),
                             running={(name, "1-part"): (None, now - 100.0) for name in ("a", "b", "c")})
-    Batch.progress(batch, 1, 7, "z", "graded 1/1", now)
+    Batch.progress(batch, 1, 7, "z", "graded 1/1", now - 300.0)
     minutes, seconds = re.search(r"ETA (\d+)m(\d+)s$", lines[-1]).groups()
-    assert 495 <= 60 * int(minutes) + int(seconds) <= 500, lines      # over one slot it would be 1500 s
+    assert "running: a, b, c" in lines[-1]
+    assert 1795 <= 60 * int(minutes) + int(seconds) <= 1800, lines      # six left at one per 300 s
 
 
 # --- worker memory cap --------------------------------------------------------------------------------
@@ -563,7 +564,7 @@ def test_worker_memory_default_is_half_the_ram_shared_over_parallel_runs():
 def test_resume_key_holds_the_memory_cap_only_when_the_ta_set_it(tmp_path):
     # The default cap comes from the machine's RAM: in the key, a node with more RAM regrades everyone.
     def key(**options):
-        return grade_key("files", Settings(tmp_path, tmp_path, **options), "grader")
+        return grade_key("files", Settings(submissions=tmp_path, out=tmp_path, **options), "grader")
 
     assert key(worker_memory_mb=8192) == key(worker_memory_mb=65536)
     assert key(worker_memory_mb=4096, worker_memory_option=4096) != key(worker_memory_mb=8192)
@@ -639,7 +640,7 @@ os.write(int(sys.argv[1]), line.encode())
 
 def test_each_checking_run_gets_its_own_descriptions_of_its_gpus_lock(tmp_path, monkeypatch):
     _write_suite(tmp_path / "suite")
-    settings = Settings(tmp_path / "subs", tmp_path / "out", slots=["0", "0"], gpu_mode=True,
+    settings = Settings(submissions=tmp_path / "subs", out=tmp_path / "out", slots=["0", "0"], gpu_mode=True,
                         sandbox=False, tests_root=tmp_path / "suite", points_dir=tmp_path / "suite" / "points",
                         quiet=True, per_gpu=2)
     (tmp_path / "subs").mkdir()
@@ -674,7 +675,7 @@ PROBE = ("import grader, os, sys; open(os.path.join(os.environ['TMPDIR'], 'probe
          "os.write(int(sys.argv[1]), f'{sys.executable} {grader.__file__}'.encode())")
 Batch.checker_command = lambda self, impl_dir, fd, part=None: [sys.executable, "-c", PROBE, str(fd)]
 base = Path(sys.argv[1])
-settings = Settings(base / "subs", base / "out", sandbox=False, tests_root=base / "suite",
+settings = Settings(submissions=base / "subs", out=base / "out", sandbox=False, tests_root=base / "suite",
                     points_dir=base / "suite" / "points", quiet=True)
 batch = Batch(settings)
 try:
@@ -715,3 +716,26 @@ def test_submissions_sharing_a_gpu_slot_are_graded_alike(tmp_path):
     assert one["status"] == two["status"] == "graded", (one["reason"], two["reason"])
     assert one["score"]["earned"] == two["score"]["earned"] > 0
     assert one["per_gpu"] == 2 and one["gpu"] == "0"
+
+
+def test_killing_a_checking_run_kills_the_process_groups_inside_its_session():
+    # the worker leads a group of its own (so that it can be stopped between calls): killpg of the
+    # checker's group alone would leave it running
+    code = ("import subprocess, sys, time\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], process_group=0)\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(60)\n")
+    run = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    worker = int(run.stdout.readline())
+    checking_run.kill_group(run)
+    deadline = time.monotonic() + 10
+    while _process_state(worker) not in ("Z", "gone") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _process_state(worker) in ("Z", "gone")
+
+
+def _process_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"

@@ -6,6 +6,7 @@ imports (torch, Triton) stay inside those functions so `grader --help` is instan
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -35,7 +36,19 @@ def main():
 
 SUITE = click.option("--suite", type=click.Choice(["public", "hidden", "all"]), default="all", show_default=True,
                      help="Which suites each submission is graded with.")
-GPUS = click.option("--gpus", default=None, help="Comma-separated GPU indices (default: all visible).")
+def refuse_absent_gpus(gpus: str | None) -> None:
+    """--gpus as given must name GPUs this machine has (None or "all": whatever is visible)."""
+    if gpus is None or gpus.strip().lower() == "all":
+        return
+    from grader.grade import sizing
+
+    problem = sizing.absent_gpus(sizing.parse_gpus(gpus), sizing.detect_gpus(os.environ))
+    if problem:
+        raise click.BadParameter(problem, param_hint="'--gpus'")
+
+
+GPUS = click.option("--gpus", default=None,
+                    help="Comma-separated GPU indices, '' for the CPU only (default: all visible).")
 NO_PERF = click.option("--no-perf", is_flag=True, help="Skip the timed performance checks.")
 
 
@@ -96,6 +109,7 @@ def grade(slurm, sbatch_args, array_parallelism, no_wait, **options):
                                 no_wait=no_wait))
     if sbatch_args or array_parallelism is not None or no_wait:
         raise click.UsageError("--sbatch-arg, --array-parallelism and --no-wait need --slurm")
+    refuse_absent_gpus(options["gpus"])      # with --slurm the GPUs are the nodes', not this machine's
     from grader.grade.runner import grade_all
 
     sys.exit(grade_all(**options))
@@ -193,6 +207,7 @@ def kernels(impl_name, json_path, chart, kernels):
                    "--copies 8 --per-gpu 4 on the grading GPU: the seconds of tests that share it).")
 def grading(copies, gpus, per_gpu, suite, no_perf, out, split, save_test_seconds):
     """Grade copies of the reference: submissions per hour per GPU and the grader's overhead."""
+    refuse_absent_gpus(gpus)
     from grader.bench.grading import bench_grader
 
     sys.exit(bench_grader(copies, gpus=gpus, suite=suite, no_perf=no_perf, per_gpu=per_gpu, out=out,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import queue
@@ -32,7 +33,7 @@ import click
 
 import grader
 from grader import disposable
-from grader.errors import BadSubmission
+from grader.errors import BadSubmission, GraderError
 from grader.grade import containment, gpu_sharing, parts, preflight, sandbox, seats, submission
 from grader.grade.checker_tree import build_checker_tree, grade_key, remove_tree
 from grader.grade.checking_run import (
@@ -44,7 +45,7 @@ from grader.grade.checking_run import (
     warm_checker_tree,
     watch,
 )
-from grader.grade.progress import clock_text, estimate_eta
+from grader.grade.progress import clock_text, eta_from_rate
 from grader.grade.settings import REPO_ROOT, SUITE_DIRS, Settings
 from grader.perf import cores as timing_cores
 from grader.perf import gpu_lock
@@ -67,15 +68,14 @@ class Batch:
         self.settings = settings
         self.points = load_points(settings.points_dir)
         self.scratch_root = Path(tempfile.mkdtemp(prefix="grader-"))
-        self.checker_root = self.scratch_root / "checker"
-        self.fingerprint = build_checker_tree(settings, self.checker_root)
-        warm_checker_tree(self.checker_root, SUITE_DIRS[settings.suite])
+        self.checker_root = self.scratch_root / "checker"     # built on first use: see `fingerprint`
         self.tables = {None: self.points}
         self.metadata = submission.read_metadata(settings.submissions)
         # (student, part label or ""): the process and perf_counter() at its launch
         self.running: dict[tuple[str, str], tuple[subprocess.Popen, float]] = {}
         self.durations: list[float] = []             # wall time of each submission's run(s) that finished
         self.seat_waits: dict[str, float] = {}       # per submission: seconds its parts waited for a seat
+        self.started: set[str] = set()               # submissions whose first run has been announced
         self.lock = threading.Lock()
         self.bwrap = sandbox.find_bwrap() if settings.sandbox else None
         self.python_paths = sandbox.python_paths(exclude=[settings.submissions.resolve(), settings.out.resolve()])
@@ -92,17 +92,23 @@ class Batch:
         # Every run on a GPU gets the cores left after each GPU's timing cores (grader.perf.cores).
         self.compile_cores, self.kept_cores = timing_cores.plan(list(os.sched_getaffinity(0)), list(settings.slots))
 
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """The checker tree's fingerprint, part of every grade key; the tree is built (and its suites
+        collected once, seconds on a CPU) the first time it is asked for."""
+        fingerprint = build_checker_tree(self.settings, self.checker_root)
+        warm_checker_tree(self.checker_root, SUITE_DIRS[self.settings.suite])
+        return fingerprint
+
     def run(self) -> int:
         settings = self.settings
+        try:
+            sources = self.intake()
+        except GraderError:
+            remove_tree(self.scratch_root)
+            raise
         settings.out.mkdir(parents=True, exist_ok=True)
-        sources, skipped = submission.find_submissions(settings.submissions)
-        for line in skipped:
-            self.say(f"skipped {line}")
-        if settings.only:
-            unknown = sorted(set(settings.only) - {s.id for s in sources})
-            for student in unknown:
-                self.say(f"--only {student}: no such submission")
-            sources = [s for s in sources if s.id in settings.only]
+        self.announce(sources)
         if settings.sandbox and not self.bwrap:
             self.say("bubblewrap (bwrap) not found: grading WITHOUT a sandbox "
                      "(apt-get install bubblewrap, or pass --no-sandbox to silence this)")
@@ -122,6 +128,39 @@ class Batch:
             remove_tree(self.scratch_root)
         self.write_class_files()
         return self.report_harness_errors()
+
+    def intake(self) -> list:
+        """The submissions to grade, or GraderError naming what exists when there is nothing to grade."""
+        settings = self.settings
+        sources, skipped = submission.find_submissions(settings.submissions)
+        for line in skipped:
+            self.say(f"skipped {line}")
+        if not sources:
+            raise GraderError(f"no submissions in {settings.submissions}: it should hold one folder or archive "
+                              "per student" + (f" (skipped: {len(skipped)} entries, listed above)" if skipped else ""))
+        if settings.only:
+            known = {s.id for s in sources}
+            unknown = sorted(set(settings.only) - known)
+            if unknown:
+                shown = ", ".join(sorted(known)[:20]) + (", ..." if len(known) > 20 else "")
+                raise GraderError(f"--only {', '.join(unknown)}: no such submission in {settings.submissions} "
+                                  f"(there are {len(known)}: {shown})")
+            sources = [s for s in sources if s.id in settings.only]
+        return sources
+
+    def announce(self, sources) -> None:
+        """What will be graded, where and how, before the first (minute-long) run ends."""
+        settings = self.settings
+        if settings.gpu_mode:
+            gpus = sorted(set(settings.slots))
+            where = (f"GPU{'s' if len(gpus) > 1 else ''} {', '.join(gpus)}, {settings.per_gpu} at once on each"
+                     + (f", each split into up to {settings.parts_each} parts" if settings.split else ""))
+        else:
+            where = f"the CPU, {len(settings.slots)} at once"
+        sandboxed = "bubblewrap" if settings.sandbox and self.bwrap else "none"
+        self.say(f"grading {len(sources)} submission{'s' if len(sources) != 1 else ''} from {settings.submissions} "
+                 f"on {where} | suite {settings.suite}{'' if settings.perf else ', no perf checks'} | sandbox "
+                 f"{sandboxed} | budget {settings.timeout:g} s each | results in {settings.out}")
 
     def preflight(self):
         """One collection-only run through the exact launch grading uses; raises GraderError (nobody
@@ -262,8 +301,9 @@ class Batch:
     def finish(self, source, result, scratch, log) -> str:
         write_submission_outputs(self.settings.out / source.id, result, log)
         remove_tree(scratch)
-        score = result["score"]
-        return f"{result['status']} {points_text(score['earned'])}/{points_text(score['possible'])}"
+        score, seconds = result["score"], result.get("timing", {}).get("total_s")
+        took = f" in {seconds:.0f} s" if seconds is not None else ""
+        return f"{result['status']} {points_text(score['earned'])}/{points_text(score['possible'])}{took}"
 
     def not_gradable_after(self, source, error) -> str:
         """What is left to do when grading one submission raised: record it as not gradable, if even
@@ -307,6 +347,7 @@ class Batch:
 
     def execute(self, student: str, scratch: Path, slot: str | None, collect_only: bool = False,
                 part: parts.Part | None = None) -> Outcome:
+        self.fingerprint                        # noqa: B018 - builds the checker tree on first use
         for folder in [*sandbox.scratch_folders(scratch), scratch / "impl"]:
             folder.mkdir(parents=True, exist_ok=True)
         read_end, write_end = os.pipe()
@@ -336,7 +377,11 @@ class Batch:
 
         def started(process, at):
             with self.lock:
+                first = student != "preflight" and student not in {name for name, _ in self.running}
                 self.running[key] = (process, at)
+            if first and student not in self.started:
+                self.started.add(student)
+                self.say(f"started {student}" + (f" on GPU {slot}" if slot is not None else ""))
 
         def ended(process):
             with self.lock:
@@ -436,19 +481,14 @@ class Batch:
         }
 
     def progress(self, done, total, student, word, started):
+        """One line as a submission ends: its outcome and time, what still runs, the time left."""
         now = time.perf_counter()
         with self.lock:
-            launched: dict[str, float] = {}          # a submission's parts count once, from its first launch
-            for (name, _), (_, since) in self.running.items():
-                launched[name] = min(since, launched.get(name, since))
-            durations = list(self.durations)
-        running = ", ".join(sorted(launched)) or "-"
-        in_flight = [now - since for since in launched.values()]
-        queued = total - done - len(in_flight)
-        # with seats more submissions overlap than there are slots: the queue is shared over all of them
-        eta = estimate_eta(durations, in_flight, queued, max(len(self.settings.slots), len(in_flight)))
-        eta_text = clock_text(eta) if eta is not None else "?"
-        self.say(f"[{done}/{total}] {student}: {word} | running: {running} | ETA {eta_text}")
+            launched = sorted({name for name, _ in self.running})
+            graded = len(self.durations)             # runs graded in this batch: kept grades took no time
+        eta = eta_from_rate(graded, now - started, total - done)
+        eta_text = clock_text(eta) if eta is not None else "? (no submission graded yet)"
+        self.say(f"[{done}/{total}] {student}: {word} | running: {', '.join(launched) or '-'} | ETA {eta_text}")
 
     def write_class_files(self):
         if self.settings.class_files:

@@ -170,15 +170,39 @@ def decisive_line(log: str, limit: int = 300) -> str:
 
 
 def kill_group(process: subprocess.Popen) -> None:
-    """SIGKILL the child's whole process group (it was started in its own session)."""
+    """SIGKILL the child's whole session: its process group, and the groups of its own inside it (the
+    worker leads one, so that it can be stopped between calls). It was started in a session of its own."""
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    for pid in session_members(process.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
         process.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
+
+
+def session_members(session: int) -> list[int]:
+    """The processes of session `session`, from /proc (empty where /proc is missing)."""
+    members = []
+    try:
+        entries = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return members
+    for name in entries:
+        try:
+            with open(f"/proc/{name}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 3 and fields[3] == str(session):
+            members.append(int(name))
+    return members
 
 
 class BoundedLog:

@@ -33,9 +33,11 @@ def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, tim
     split = bool(gpu_list) if split is None else split
     parts_each = parts.parts_per_submission(len(slots)) if split else 1
     workers = len(slots) * parts_each                    # a worker per part
-    settings = Settings(Path(submissions), Path(out), suite, slots, bool(gpu_list),
-                        float(timeout or DEFAULT_TIMEOUT), tuple(only), force, not no_sandbox,
-                        not no_perf, Path(tests_root or REPO_ROOT), Path(points_dir or POINTS_DIR), quiet,
-                        sizing.default_worker_memory_mb(workers) if worker_memory is None else worker_memory,
-                        worker_memory, class_files, per_gpu or 1, split, parts_each)
+    memory = sizing.default_worker_memory_mb(workers) if worker_memory is None else worker_memory
+    settings = Settings(submissions=Path(submissions), out=Path(out), suite=suite, slots=slots,
+                        gpu_mode=bool(gpu_list), timeout=float(timeout or DEFAULT_TIMEOUT), only=tuple(only),
+                        force=force, sandbox=not no_sandbox, perf=not no_perf,
+                        tests_root=Path(tests_root or REPO_ROOT), points_dir=Path(points_dir or POINTS_DIR),
+                        quiet=quiet, worker_memory_mb=memory, worker_memory_option=worker_memory,
+                        class_files=class_files, per_gpu=per_gpu or 1, split=split, parts_each=parts_each)
     return Batch(settings).run()

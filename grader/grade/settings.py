@@ -17,7 +17,7 @@ SUITE_DIRS = {"public": ("tests_public",), "hidden": ("tests_hidden",), "all": (
 DEFAULT_TIMEOUT = 1800.0          # seconds per submission (the full GPU suite takes a few minutes)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Settings:
     submissions: Path
     out: Path

@@ -26,6 +26,17 @@ def parse_gpus(text: str) -> list[str]:
     return gpus
 
 
+def absent_gpus(requested: list[str], available: list[str]) -> str | None:
+    """What is wrong with asking for `requested` GPUs on a machine that has `available`; None when
+    every one of them is there."""
+    missing = [gpu for gpu in requested if gpu not in available]
+    if not missing:
+        return None
+    have = f"it has GPU{'s' if len(available) > 1 else ''} {', '.join(available)}" if available else \
+        "it has no GPU (nvidia-smi lists none); --gpus '' grades on the CPU"
+    return f"GPU {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not on this machine: {have}"
+
+
 def detect_gpus(env, run=subprocess.run) -> list[str]:
     """GPUs visible to us without importing torch: CUDA_VISIBLE_DEVICES if set, else `nvidia-smi -L`."""
     visible = env.get("CUDA_VISIBLE_DEVICES")

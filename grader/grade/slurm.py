@@ -28,7 +28,7 @@ import click
 from grader.errors import BadSubmission, GraderError
 from grader.grade import submission
 from grader.grade.checker_tree import build_checker_tree, grade_key
-from grader.grade.progress import clock_text, estimate_eta
+from grader.grade.progress import clock_text, eta_from_rate
 from grader.grade.settings import DEFAULT_TIMEOUT, REPO_ROOT, Settings
 from grader.points import POINTS_DIR, load_points
 from grader.report.atomic import write_atomic
@@ -118,7 +118,7 @@ def grade_on_slurm(submissions, out="reports", suite="all", timeout=None, only=(
             f"results land in {out}; run the same command again to grade what is still missing")
         return 0
     try:
-        missing = wait(submitted, out, before, array_parallelism, say, poll_s)
+        missing = wait(submitted, out, before, say, poll_s)
     except KeyboardInterrupt:
         say(f"stopped waiting; the jobs go on (scancel {submitted.array_job} {submitted.report_job} stops them)")
         return 130
@@ -147,7 +147,7 @@ def students_to_grade(options: dict, only: tuple[str, ...], say) -> list[str]:
         sources = [s for s in sources if s.id in only]
     if options["force"]:
         return [s.id for s in sources]
-    settings = Settings(Path(options["submissions"]), Path(options["out"]), options["suite"],
+    settings = Settings(submissions=Path(options["submissions"]), out=Path(options["out"]), suite=options["suite"],
                         tests_root=Path(options["tests_root"]), points_dir=Path(options["points_dir"]),
                         perf=not options["no_perf"], worker_memory_option=options["worker_memory"])
     stale = []
@@ -262,24 +262,19 @@ def _quote(text: str) -> str:
 # --- waiting ---------------------------------------------------------------------------------------
 
 
-def wait(submitted: Submitted, out: Path, before: dict, parallelism: int | None, say, poll_s: float,
+def wait(submitted: Submitted, out: Path, before: dict, say, poll_s: float,
          run=subprocess.run) -> list[str]:
     """Print a progress line per result that lands, until both jobs have left the queue; return the
     students that got no new result."""
     owner = {index: chunk for index, chunk in enumerate(submitted.chunks)}
     total = sum(len(chunk) for chunk in submitted.chunks)
     done: set[str] = set()
-    durations: list[float] = []
-    running_since: dict[int, float] = {}
-    most_running = 1
+    began = time.monotonic()
     while True:
         states = queue_states([submitted.array_job, submitted.report_job], run)
         now = time.monotonic()
         running = {index for (job, index), state in states.items()
                    if job == submitted.array_job and index is not None and state not in WAITING_STATES}
-        for index in running:
-            running_since.setdefault(index, now)
-        most_running = max(most_running, len(running))
         for student in sorted(set(before) - done):
             if _stamp(out / student) == before[student]:
                 continue
@@ -287,13 +282,10 @@ def wait(submitted: Submitted, out: Path, before: dict, parallelism: int | None,
             if result is None:
                 continue
             done.add(student)
-            durations.append(result.get("timing", {}).get("total_s", 0.0))
             score = result["score"]
             word = f"{result['status']} {points_text(score['earned'])}/{points_text(score['possible'])}"
             names = [s for index in sorted(running) for s in owner.get(index, []) if s not in done]
-            in_flight = [now - running_since[index] for index in running]
-            eta = estimate_eta(durations, in_flight, total - len(done) - len(names),
-                                      parallelism or most_running)
+            eta = eta_from_rate(len(done), now - began, total - len(done))
             say(f"[{len(done)}/{total}] {student}: {word} | running: {', '.join(names) or '-'} | "
                 f"ETA {clock_text(eta) if eta is not None else '?'}")
         if not states:

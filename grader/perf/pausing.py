@@ -49,6 +49,9 @@ def paused_worker(impl, kill=os.kill, quiet=None, settle=None):
                 kill(target, signal.SIGCONT)
             except ProcessLookupError:
                 continue
+        rest = getattr(impl, "rest_worker", None)
+        if rest is not None:
+            rest()                       # no call is in flight: the worker's group stays stopped
 
 
 def wait_until_stopped(pids: list[int], timeout_s: float = 0.5) -> None:
