@@ -739,3 +739,17 @@ def _process_state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "gone"
+
+
+def test_a_run_s_budget_is_three_times_the_reference_s_time_unless_the_ta_set_one():
+    part = lambda seconds: parts.Part("1-x", ("t",), seconds)   # noqa: E731
+    batch = SimpleNamespace(settings=SimpleNamespace(timeout_option=None, gpu_mode=True, timeout=1800.0),
+                            parts=[part(200.0), part(50.0)])
+    assert Batch.budget_s(batch, part(200.0)) == 600.0
+    assert Batch.budget_s(batch, part(20.0)) == sizing_module.MIN_BUDGET_S         # never under the floor
+    assert Batch.budget_s(batch, None) == 750.0                              # a whole suite: all its parts
+    assert Batch.budget_s(batch, part(0.0)) == 1800.0                        # unmeasured: the default
+    batch.settings.timeout_option = batch.settings.timeout = 90.0
+    assert Batch.budget_s(batch, part(200.0)) == 90.0
+    batch.settings.timeout_option, batch.settings.gpu_mode, batch.settings.timeout = None, False, 1800.0
+    assert Batch.budget_s(batch, part(200.0)) == 1800.0                      # CPU: no reference time here

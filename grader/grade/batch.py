@@ -34,7 +34,7 @@ import click
 import grader
 from grader import disposable
 from grader.errors import BadSubmission, GraderError
-from grader.grade import containment, gpu_sharing, parts, preflight, sandbox, seats, submission
+from grader.grade import containment, gpu_sharing, parts, preflight, sandbox, seats, sizing, submission
 from grader.grade.checker_tree import build_checker_tree, grade_key, remove_tree
 from grader.grade.checking_run import (
     CHECKER_LAUNCHER,
@@ -160,7 +160,13 @@ class Batch:
         sandboxed = "bubblewrap" if settings.sandbox and self.bwrap else "none"
         self.say(f"grading {len(sources)} submission{'s' if len(sources) != 1 else ''} from {settings.submissions} "
                  f"on {where} | suite {settings.suite}{'' if settings.perf else ', no perf checks'} | sandbox "
-                 f"{sandboxed} | budget {settings.timeout:g} s each | results in {settings.out}")
+                 f"{sandboxed} | budget {self.budget_text()} | results in {settings.out}")
+
+    def budget_text(self) -> str:
+        if self.settings.timeout_option is not None or not self.settings.gpu_mode:
+            return f"{self.settings.timeout:g} s a submission"
+        return (f"{sizing.BUDGET_FACTOR:g}x the reference's time per run (at least {sizing.MIN_BUDGET_S:g} s), "
+                f"else {self.settings.timeout:g} s")
 
     def preflight(self):
         """One collection-only run through the exact launch grading uses; raises GraderError (nobody
@@ -389,10 +395,18 @@ class Batch:
 
         try:
             return watch(argv, env=launch.env, cwd=launch.cwd, results_fd=(read_end, write_end), pass_fds=lock_fds,
-                         timeout=self.settings.timeout, started=started, ended=ended)
+                         timeout=self.budget_s(part), started=started, ended=ended)
         finally:
             for fd in lock_fds:
                 os.close(fd)                    # the child's copies carry its locks; ours would only linger
+
+    def budget_s(self, part: parts.Part | None) -> float:
+        """This run's wall-clock budget: the TA's --timeout, else from what the reference's tests of it
+        took on the grading GPU (a whole suite: all of its parts'), else the default."""
+        if self.settings.timeout_option is not None or not self.settings.gpu_mode:
+            return self.settings.timeout
+        seconds = part.seconds if part is not None else sum(p.seconds for p in self.parts)
+        return sizing.run_budget_s(seconds, self.settings.timeout)
 
     def checker_command(self, impl_dir: Path, results_fd: int, part: parts.Part | None = None) -> list[str]:
         command = [sys.executable, "-c", CHECKER_LAUNCHER, "-p", "grader.plugin"]
@@ -473,7 +487,7 @@ class Batch:
             "grader_version": grader.__version__, "grader_fingerprint": self.fingerprint,
             "suite": self.settings.suite, "perf_checks": self.settings.perf,
             "sandbox": "bubblewrap" if (self.settings.sandbox and self.bwrap) else "none",
-            "timeout_s": self.settings.timeout, "worker_memory_mb": self.settings.worker_memory_mb,
+            "timeout_s": self.settings.timeout_option, "worker_memory_mb": self.settings.worker_memory_mb,
             "per_gpu": self.settings.per_gpu if self.settings.gpu_mode else None,
             "files": dict(staged.files) if staged else {}, "ignored": list(staged.ignored) if staged else [],
             "missing": list(staged.missing) if staged else [],

@@ -35,7 +35,8 @@ def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, tim
     workers = len(slots) * parts_each                    # a worker per part
     memory = sizing.default_worker_memory_mb(workers) if worker_memory is None else worker_memory
     settings = Settings(submissions=Path(submissions), out=Path(out), suite=suite, slots=slots,
-                        gpu_mode=bool(gpu_list), timeout=float(timeout or DEFAULT_TIMEOUT), only=tuple(only),
+                        gpu_mode=bool(gpu_list), timeout=float(timeout or DEFAULT_TIMEOUT), timeout_option=timeout,
+                        only=tuple(only),
                         force=force, sandbox=not no_sandbox, perf=not no_perf,
                         tests_root=Path(tests_root or REPO_ROOT), points_dir=Path(points_dir or POINTS_DIR),
                         quiet=quiet, worker_memory_mb=memory, worker_memory_option=worker_memory,

@@ -25,6 +25,7 @@ class Settings:
     slots: list[str | None] = field(default_factory=lambda: [None])   # GPU per worker; None: CPU
     gpu_mode: bool = False
     timeout: float = DEFAULT_TIMEOUT
+    timeout_option: float | None = None   # --timeout as given; None: each run's budget from the reference's time
     only: tuple[str, ...] = ()
     force: bool = False
     sandbox: bool = True

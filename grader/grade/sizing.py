@@ -16,6 +16,21 @@ from grader.grade import parts
 MIN_WORKER_MEMORY_MB = 8192
 
 
+# A checking run's default wall-clock budget: this many times what the reference's tests of it took on the
+# grading GPU while eight copies shared it (grader/grade/test_seconds.json), never under the floor. A
+# submission that compiles a kernel per shape, or hangs, then frees its seat in minutes and keeps the
+# points of what finished; an honest one several times slower than the reference still finishes.
+BUDGET_FACTOR = 3.0
+MIN_BUDGET_S = 300.0
+
+
+def run_budget_s(reference_seconds: float, default_s: float) -> float:
+    """The budget of a checking run whose tests took the reference `reference_seconds` (0: unknown)."""
+    if reference_seconds <= 0:
+        return default_s
+    return max(MIN_BUDGET_S, BUDGET_FACTOR * reference_seconds)
+
+
 def parse_gpus(text: str) -> list[str]:
     """`--gpus 0,1` -> ["0", "1"]; `--gpus ""` or "none" -> [] (CPU only)."""
     if text.strip().lower() in ("", "none", "cpu"):
