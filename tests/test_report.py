@@ -204,3 +204,19 @@ def test_hidden_failures_show_the_error_but_not_the_hidden_tests_source(points):
     from grader.report import gradebook
     outputs = " ".join(t["output"] for t in gradebook.gradescope_results(result)["tests"])
     assert "SECRET_CASE" not in outputs and "max |err| 0.25" in outputs
+
+
+def test_the_class_page_and_the_bench_say_where_the_grading_time_went(tmp_path):
+    from grader.bench.grading import bench_summary
+    from grader.report.time_summary import time_rows
+
+    results = [{"id": f"s{i}", "status": "graded", "score": {"earned": 1, "possible": 2, "total": 2}, "problems": [],
+                "timing": {"tests_s": 10.0, "child_s": 12.0, "total_s": 13.0, "correctness_s": 6.0, "perf_s": 4.0,
+                           "compile_s": 3.0 + i, "compiles": 20 + i, "lock_wait_s": 2.0, "perf_alone_s": 1.5,
+                           "seat_wait_s": 0.5}} for i in range(2)]
+    rows = {row.field: row for row in time_rows(results)}
+    assert rows["compile_s"].mean_s == 3.5 and rows["compile_s"].total_s == 7.0 and rows["perf_alone_s"].total_s == 3.0
+    text = bench_summary(results, elapsed=60.0, gpus=1)
+    assert "where the time went" in text and "perf_alone_s" in text and "20.5 per submission" in text
+    page = html.render_index(results, load_points())
+    assert "Where the grading time went" in page and "3.5 s" in page

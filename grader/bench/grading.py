@@ -17,6 +17,7 @@ import click
 from grader.grade import parts, runner, submission
 from grader.grade.settings import REPO_ROOT
 from grader.report.class_files import RESULT_FILE
+from grader.report.time_summary import time_text
 
 
 def bench_grader(copies: int = 4, jobs: int | None = None, gpus: str | None = None, suite: str = "all",
@@ -75,7 +76,8 @@ def bench_summary(results: list[dict], elapsed: float, gpus: int = 0) -> str:
             f"{overhead}\n"
             f"statuses: {', '.join(sorted({r['status'] for r in results}))}"
             + (f"\nthroughput: {per_hour_per_gpu:.1f} submissions per hour per GPU ({gpus} GPU(s), "
-               f"{_per_gpu_of(results)} at once on each)" if per_hour_per_gpu is not None else ""))
+               f"{_per_gpu_of(results)} at once on each)" if per_hour_per_gpu is not None else "")
+            + (f"\n{time_text(results)}" if time_text(results) else ""))
 
 
 def _per_gpu_of(results: list[dict]) -> str:

@@ -14,6 +14,7 @@ import jinja2
 
 from grader.report import model
 from grader.report.atomic import write_atomic
+from grader.report.time_summary import compiles_per_submission, time_rows
 
 TEMPLATES = Path(__file__).parent / "templates"
 HISTOGRAM_BINS = 10
@@ -105,6 +106,7 @@ def render_index(results: list[dict], points) -> str:
         problems=problem_spreads(graded, points),
         most_failed=most_failed(graded), perf=perf_spreads(graded, points),
         environment=_environment_rows(graded[0]) if graded else [],
+        times=time_rows(graded), compiles=compiles_per_submission(graded),
         rows=[_index_row(r) for r in results])
 
 
