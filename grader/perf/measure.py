@@ -40,6 +40,7 @@ import contextlib
 import math
 import os
 import random
+from dataclasses import dataclass
 
 from grader.perf.in_worker import (
     DEFAULT_REP_MS,
@@ -105,16 +106,17 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     from grader.perf import gpu_lock
-    from grader.perf.cores import timing_cores
 
     bench, sync = bench or bench_median, sync or synchronize
     lock = gpu_lock.current() if lock is None else lock
+    check_plan = _Check(impl, target, make_inputs, baselines, check, rounds, min_rounds, bench, warmup_ms, rep_ms,
+                        clock, sync, pause, audits=[])
     # Compile and autotune once, untimed, with the clocks already up (an autotuner timing configs on an
     # idle GPU's ramping clocks picks a different config from run to run). With the GPU alone by
     # default, so an autotuner's own timings are not a neighbour's noise; its compiles, CPU work, lend
     # the lock to the other submissions on this GPU (grader.worker.compile_notices).
     warm_shared = os.environ.get(WARMUP_ENV, "exclusive") == "shared"
-    reasons, audits, phases = [], [], {}
+    reasons, phases = [], {}
     alone_before = _lock_total(lock, "alone_s")
     try:
         with lock.shared():                # busy work: a neighbour's work keeps the clocks up as well
@@ -122,52 +124,105 @@ def measure_ratio(impl, target: str, make_inputs, baselines: dict, *, check=None
             _set_up_baselines(baselines, make_inputs, sync)
             if warm_shared:
                 impl.run(warm_up, target, tuple(make_inputs()))
-        with lock.exclusive(lend_for_compiles=True) as hold:
-            phase_start, lent_before = clock(), _lock_total(lock, "lent_s") or 0.0
-            if not warm_shared:
-                impl.run(warm_up, target, tuple(make_inputs()))
-            phases["warm_up"] = clock() - phase_start - ((_lock_total(lock, "lent_s") or 0.0) - lent_before)
-            with lock.keep_through_compiles(), timing_cores(impl):
-                retries_before = _alloc_retries(impl)
-                phase_start = clock()
-                if hold.waited_out or not lock.alone_now:
-                    reasons.append(f"the GPU could not be had alone (waited {hold.waited_s:.0f} s for other "
-                                   "submissions)")
-                measured = []
-                while len(measured) < max(rounds, MAX_ROUNDS) and not _settled(measured, baselines, rounds,
-                                                                                 min_rounds):
-                    measured.append(_one_round(impl, target, make_inputs, baselines, check, len(measured),
-                                               bench, warmup_ms, rep_ms, clock, sync, pause, audits))
-                graded = graded_claims(measured)
-                claimed = min(graded)
-                phases["rounds"], phase_start = clock() - phase_start, clock()
-                window = (wall_window(impl, target, make_inputs, claimed, check, clock, sync, audits)
-                          if wall_check else None)
-                phases["window"], phase_start = clock() - phase_start, clock()
-                reasons += list((environment or _default_environment)())   # while the GPU is ours alone
-                phases["environment"] = clock() - phase_start
-                retries = {side: after - before
-                           for side, before, after in zip(("worker", "checker"), retries_before, _alloc_retries(impl))
-                           if after > before}
-                if retries:
-                    reasons.append("the GPU's memory ran short while timing: the allocator freed its cache and "
-                                   "tried again (" + ", ".join(f"{side} {n}x" for side, n in retries.items()) + ")")
+        measured, window, retries = _hold_alone(check_plan, lock, not warm_shared, wall_check, environment,
+                                                reasons, phases)
         alone_s = None if alone_before is None else _lock_total(lock, "alone_s") - alone_before
-        with lock.shared():                # the outputs' checks are the checker's GPU work, never timed
-            for audit in audits:
-                audit()
+        _audit_outputs(check_plan, lock)
     except BaseException:
-        audits.clear()
+        check_plan.audits.clear()
         with contextlib.suppress(Exception):   # a dead worker has nothing to hand back; the failure stands
             _hand_back_memory(impl, lock)
         raise
-    audits.clear()                         # they hold the outputs: released below only once unreferenced
-    _hand_back_memory(impl, lock)
+    return _perf_result(check_plan, measured, window, reasons, retries, flops=flops, bytes_moved=bytes_moved,
+                        alone_s=alone_s, phases=phases)
+
+
+def _audit_outputs(plan, lock) -> None:
+    """Check the timed calls' outputs, the checker's GPU work, never timed; then hand back the memory."""
+    with lock.shared():
+        for audit in plan.audits:
+            audit()
+    plan.audits.clear()                    # they hold the outputs: released below only once unreferenced
+    _hand_back_memory(plan.impl, lock)
+
+
+@dataclass
+class _Check:
+    """One perf check's parts, as `measure_ratio` was given them."""
+    impl: object
+    target: str
+    make_inputs: object
+    baselines: dict
+    check: object
+    rounds: int
+    min_rounds: int | None
+    bench: object
+    warmup_ms: float
+    rep_ms: float
+    clock: object
+    sync: object
+    pause: object
+    audits: list                          # the outputs' checks, run once the GPU is given back
+
+
+def _hold_alone(plan: _Check, lock, warm_up_here: bool, wall_check: bool, environment, reasons: list,
+                phases: dict):
+    """The check's one hold of the GPU alone: the warm-up (lent to others while it compiles) unless it
+    ran shared, then the rounds and window, lent to no one."""
+    from grader.perf.cores import timing_cores
+
+    clock = plan.clock
+    with lock.exclusive(lend_for_compiles=True) as hold:
+        phase_start, lent_before = clock(), _lock_total(lock, "lent_s") or 0.0
+        if warm_up_here:
+            plan.impl.run(warm_up, plan.target, tuple(plan.make_inputs()))
+        phases["warm_up"] = clock() - phase_start - ((_lock_total(lock, "lent_s") or 0.0) - lent_before)
+        with lock.keep_through_compiles(), timing_cores(plan.impl):
+            if hold.waited_out or not lock.alone_now:
+                reasons.append(f"the GPU could not be had alone (waited {hold.waited_s:.0f} s for other "
+                               "submissions)")
+            return _timed_alone(plan, wall_check, environment, reasons, phases)
+
+
+def _timed_alone(plan: _Check, wall_check: bool, environment, reasons: list, phases: dict):
+    """What runs while the GPU is held alone: the rounds, the wall window and the environment's check.
+    Returns (the rounds, the window or None, the allocators' retries meanwhile per side)."""
+    clock = plan.clock
+    retries_before = _alloc_retries(plan.impl)
+    phase_start = clock()
+    measured = []
+    while len(measured) < max(plan.rounds, MAX_ROUNDS) and not _settled(measured, plan.baselines, plan.rounds,
+                                                                        plan.min_rounds):
+        measured.append(_one_round(plan.impl, plan.target, plan.make_inputs, plan.baselines, plan.check,
+                                   len(measured), plan.bench, plan.warmup_ms, plan.rep_ms, clock, plan.sync,
+                                   plan.pause, plan.audits))
+    claimed = min(graded_claims(measured))
+    phases["rounds"], phase_start = clock() - phase_start, clock()
+    window = (wall_window(plan.impl, plan.target, plan.make_inputs, claimed, plan.check, clock, plan.sync, plan.audits)
+              if wall_check else None)
+    phases["window"], phase_start = clock() - phase_start, clock()
+    reasons += list((environment or _default_environment)())   # while the GPU is ours alone
+    phases["environment"] = clock() - phase_start
+    retries = {side: after - before
+               for side, before, after in zip(("worker", "checker"), retries_before, _alloc_retries(plan.impl))
+               if after > before}
+    if retries:
+        reasons.append("the GPU's memory ran short while timing: the allocator freed its cache and "
+                       "tried again (" + ", ".join(f"{side} {n}x" for side, n in retries.items()) + ")")
+    return measured, window, retries
+
+
+def _perf_result(plan: _Check, measured, window, reasons, retries, *, flops, bytes_moved, alone_s,
+                 phases) -> PerfResult:
+    """The check's ratios from its rounds, each side's quickest, no claim under the window's bound."""
+    baselines = plan.baselines
+    graded = graded_claims(measured)
+    claimed = min(graded)
     graded_floor = window.bound_ms if window is not None and window.conclusive else 0.0
     ratios = {name: quickest_ratio(measured, graded, name, graded_floor) for name in baselines}
     spread = _spread([r.baseline_ms[next(iter(baselines))] / max(ms, graded_floor)
                       for r, ms in zip(measured, graded)])
-    if spread > UNSTABLE_SPREAD and not _settled(measured, baselines, rounds, min_rounds):
+    if spread > UNSTABLE_SPREAD and not _settled(measured, baselines, plan.rounds, plan.min_rounds):
         reasons.append(f"rounds disagree by {spread:.0%} (more than {UNSTABLE_SPREAD:.0%})")
     return PerfResult(
         baseline_name=next(iter(baselines)),
