@@ -68,21 +68,7 @@ def grade_on_slurm(submissions, out="reports", suite="all", timeout=None, only=(
     split_by_problem = local_options.pop("split", None)
     per_gpu = local_options.pop("per_gpu", None)
     per_gpu = 1 if per_gpu is None else per_gpu
-    for name, value in local_options.items():
-        if value not in (None, False, ()):
-            raise GraderError(f"--{name.replace('_', '-')} does not apply with --slurm: Slurm gives each "
-                              "task its GPU (pass --sbatch-arg for other resources)")
-    if per_gpu < 1:
-        raise GraderError(f"--per-gpu must be at least 1, got {per_gpu}")
-    if array_parallelism is not None and array_parallelism < 1:
-        raise GraderError(f"--array-parallelism must be at least 1, got {array_parallelism}")
-    if timeout is not None and timeout <= 0:
-        raise GraderError(f"--timeout must be a positive number of seconds, got {timeout:g}")
-    if worker_memory is not None and worker_memory < 0:
-        raise GraderError(f"--worker-memory must be a number of megabytes (0: no cap), got {worker_memory}")
-    for command in ("sbatch", "squeue", "scontrol"):
-        if shutil.which(command) is None:
-            raise GraderError(f"{command} not found: --slurm needs Slurm's client commands on this machine")
+    refuse_bad_options(local_options, per_gpu, array_parallelism, timeout, worker_memory)
     say = (lambda line: None) if quiet else (lambda line: click.echo(line, err=True))
     out = Path(out).resolve()
     options = {"submissions": str(Path(submissions).resolve()), "out": str(out), "suite": suite,
@@ -117,6 +103,31 @@ def grade_on_slurm(submissions, out="reports", suite="all", timeout=None, only=(
         say(f"not waiting: watch with `squeue -j {submitted.array_job},{submitted.report_job}`; "
             f"results land in {out}; run the same command again to grade what is still missing")
         return 0
+    return wait_and_report(submitted, out, before, class_files_before, say, poll_s)
+
+
+def refuse_bad_options(local_options: dict, per_gpu: int, array_parallelism, timeout, worker_memory) -> None:
+    """GraderError for an option that makes no sense with --slurm, or a missing Slurm client command."""
+    for name, value in local_options.items():
+        if value not in (None, False, ()):
+            raise GraderError(f"--{name.replace('_', '-')} does not apply with --slurm: Slurm gives each "
+                              "task its GPU (pass --sbatch-arg for other resources)")
+    if per_gpu < 1:
+        raise GraderError(f"--per-gpu must be at least 1, got {per_gpu}")
+    if array_parallelism is not None and array_parallelism < 1:
+        raise GraderError(f"--array-parallelism must be at least 1, got {array_parallelism}")
+    if timeout is not None and timeout <= 0:
+        raise GraderError(f"--timeout must be a positive number of seconds, got {timeout:g}")
+    if worker_memory is not None and worker_memory < 0:
+        raise GraderError(f"--worker-memory must be a number of megabytes (0: no cap), got {worker_memory}")
+    for command in ("sbatch", "squeue", "scontrol"):
+        if shutil.which(command) is None:
+            raise GraderError(f"{command} not found: --slurm needs Slurm's client commands on this machine")
+
+
+def wait_and_report(submitted, out: Path, before: dict, class_files_before, say, poll_s: float) -> int:
+    """Follow the jobs to their end; the exit status: 0 when every submission has a new result and the
+    class files were written, 130 on Ctrl-C (the jobs go on), else 1 with what is missing."""
     try:
         missing = wait(submitted, out, before, say, poll_s)
     except KeyboardInterrupt:
