@@ -62,6 +62,21 @@ def test_every_target_names_a_function_the_solutions_define():
             assert callable(getattr(modules.load(module_name), function)), case.target
 
 
+def test_tiny_cases_mirror_the_gpu_cases_one_for_one_and_are_smaller():
+    gpu, tiny = benchmarks(), benchmarks(tiny=True)
+    assert len(gpu) == len(tiny)
+    for big, small in zip(gpu, tiny):
+        assert (small.kernel, small.target, small.check, small.unit) == (big.kernel, big.target, big.check, big.unit)
+        assert len(small.baselines) == len(big.baselines)
+        assert small.flops < big.flops / 100 and small.bytes_moved < big.bytes_moved / 100, small.case
+
+
+def test_tiny_cases_keep_the_paths_the_shapes_test():
+    names = [case.case for case in benchmarks(["matmul", "softmax"], tiny=True)]
+    assert "bf16 15x15x15" in names                       # 1793 stays odd: its edge tiles stay masked
+    assert "bf16 1x262144 (online)" in names              # softmax's long rows keep their length
+
+
 def test_unknown_kernel_is_a_clear_error():
     with pytest.raises(GraderError, match="unknown kernel"):
         benchmarks(["convolution"])
