@@ -87,6 +87,14 @@ def test_calibrate_dry_run_on_the_cpu_shows_the_ladders_and_writes_nothing():
     assert "not written" in done.output and CALIBRATION_FILE.read_bytes() == before
 
 
+@on_cpu
+def test_bench_grading_on_the_cpu_grades_a_copy_and_prints_its_summary():
+    done = CliRunner().invoke(main, ["bench", "grading", "--copies", "1", "--suite", "public"])
+    assert done.exit_code == 0, done.output
+    assert "graded 1 copies of the reference" in done.output and "statuses: graded" in done.output
+    assert "per submission:" in done.output
+
+
 def test_bench_times_through_the_impl_the_perf_checks_use():
     """measure_ratio calls more of the impl than `run` (run_harness, ...): bench must hand it the real
     in-process impl, so that a new call there cannot break bench alone."""
@@ -358,3 +366,27 @@ def test_bench_grader_flag_is_the_grading_command_spelled_as_the_issue_asked(mon
         assert done.exit_code == 0, done.output
     assert len(calls) == 2 and calls[0] == calls[1] and calls[0][0] == 2 and calls[0][1]["no_perf"]
 
+
+# --- bench grading's summary ------------------------------------------------------------------------------
+
+
+def graded(**timing):
+    return {"status": "graded", "timing": {"tests_s": 2.0, "child_s": 4.0, "total_s": 4.5, **timing}}
+
+
+def test_grading_summary_lists_every_other_timing_figure_the_results_carry():
+    from grader.bench.grading import bench_summary
+
+    results = [graded(compile_s=1.0, compiles=10, lock={"wait_s": 0.5}), graded(compile_s=3.0, compiles=30)]
+    text = bench_summary(results, elapsed=60.0)
+    assert "time breakdown (mean per submission): compile 2.00 s, compiles 20.0, lock.wait 0.50 s" in text
+
+
+def test_grading_summary_of_cpu_results_with_only_some_figures_does_not_crash():
+    from grader.bench.grading import bench_summary
+
+    results = [{"status": "graded", "timing": {"tests_s": 13.0, "child_s": 16.5, "total_s": 16.6}},
+               {"status": "error", "timing": {"tests_s": 0.0}}, {"status": "timeout"}]
+    text = bench_summary(results, elapsed=40.0)
+    assert "graded 3 copies" in text and "time breakdown" not in text
+    assert "statuses: error, graded, timeout" in text
