@@ -1,36 +1,115 @@
-"""grader bench / calibrate on CPU: the GPU refusal, benchmark accounting, statuses, ladders, calibration file."""
+"""grader bench / calibrate / bench grading: the CPU runs end to end (tiny cases in Triton's interpreter),
+benchmark accounting, statuses, ladders, calibration file, the grading summary."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import types
 
 import pytest
 from click.testing import CliRunner
-from perf_fakes import FakeImpl, baseline, clock_bench, exact_check, fake_clock, kernel_module
+from conftest import REPO_ROOT
+from perf_fakes import FakeImpl, baseline, clock_bench, exact_check, kernel_module
 
 from grader.bench import kernels as bench
 from grader.cli import main
 from grader.errors import GraderError
 from grader.perf.cases import KERNELS, Benchmark, benchmarks
 from grader.perf.record import PerfResult
-from grader.points import load_points
+from grader.points import CALIBRATION_FILE, load_points
 
 torch = pytest.importorskip("torch")
-needs_cpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without a GPU")
+on_cpu = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU run (on a GPU the real command runs)")
 
 
-@needs_cpu
-@pytest.mark.parametrize("command", [["bench", "kernels"], ["calibrate"]])
-def test_without_a_gpu_the_commands_say_so_and_fail(command):
-    result = CliRunner().invoke(main, command)
-    assert result.exit_code == 2
-    assert "needs a CUDA GPU" in result.output
+# --- the commands on the CPU, end to end ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cpu_bench(tmp_path_factory):
+    """`grader bench kernels --impl solutions` in a fresh process, as staff type it, on this CPU."""
+    folder = tmp_path_factory.mktemp("bench")
+    done = subprocess.run([sys.executable, "-m", "grader", "bench", "kernels", "--impl", "solutions",
+                           "--json", str(folder / "bench.json"), "--chart", str(folder / "roofline.svg")],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=240)
+    return done, folder
+
+
+@on_cpu
+def test_bench_on_the_cpu_runs_every_tiny_case_of_the_reference_right(cpu_bench):
+    done, folder = cpu_bench
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    data = json.loads((folder / "bench.json").read_text())
+    measured = [(case["kernel"], case["case"]) for case in data["cases"]]
+    assert measured == [(case.kernel, case.case) for case in benchmarks(tiny=True)]
+    assert {kernel for kernel, _ in measured} == set(KERNELS)
+    assert [case for case in data["cases"] if case["status"] != "ok"] == []
+
+
+@on_cpu
+def test_bench_on_the_cpu_marks_every_ratio_not_meaningful_and_gives_no_level(cpu_bench):
+    done, folder = cpu_bench
+    rows = [line for line in done.stdout.splitlines() if line.startswith(KERNELS)]
+    assert {row.split()[0] for row in rows} == set(KERNELS)
+    assert all(row.count(bench.NOT_MEANINGFUL) == 1 for row in rows), rows
+    assert not any(level in row for row in rows for level in ("pass", "good", "excellent", "below"))
+    data = json.loads((folder / "bench.json").read_text())
+    assert data["meaningful"] is False and {case["level"] for case in data["cases"]} == {None}
+    assert not (folder / "roofline.svg").exists() and "no roofline chart" in done.stdout
+
+
+@on_cpu
+def test_bench_exits_non_zero_when_a_case_does_not_run(tmp_path):
+    done = CliRunner().invoke(main, ["bench", "kernels", "--impl", "assignment", "--kernel", "softmax",
+                                     "--chart", str(tmp_path / "chart.svg")])
+    assert done.exit_code == 1, done.output
+    assert "not implemented" in done.output and "5 of 5 cases did not run or were wrong" in done.output
+
+
+@on_cpu
+def test_calibrate_on_the_cpu_refuses_to_write_the_ladders():
+    before = CALIBRATION_FILE.read_bytes()
+    done = CliRunner().invoke(main, ["calibrate"])
+    assert done.exit_code == 2
+    assert "only from a CUDA GPU" in done.output and "--dry-run" in done.output
+    assert CALIBRATION_FILE.read_bytes() == before
+
+
+@on_cpu
+def test_calibrate_dry_run_on_the_cpu_shows_the_ladders_and_writes_nothing():
+    before = CALIBRATION_FILE.read_bytes()
+    done = CliRunner().invoke(main, ["calibrate", "--dry-run", "--kernel", "training"])
+    assert done.exit_code == 0, done.output
+    assert "ladders for CPU" in done.output and bench.NOT_MEANINGFUL in done.output
+    assert "mixed_precision.perf.step:" in done.output and "(reference ratio" in done.output
+    assert "not written" in done.output and CALIBRATION_FILE.read_bytes() == before
+
+
+@on_cpu
+def test_bench_grading_on_the_cpu_grades_a_copy_and_prints_its_summary():
+    done = CliRunner().invoke(main, ["bench", "grading", "--copies", "1", "--suite", "public"])
+    assert done.exit_code == 0, done.output
+    assert "graded 1 copies of the reference" in done.output and "statuses: graded" in done.output
+    assert "per submission:" in done.output
+
+
+def test_bench_times_through_the_impl_the_perf_checks_use():
+    """measure_ratio calls more of the impl than `run` (run_harness, ...): bench must hand it the real
+    in-process impl, so that a new call there cannot break bench alone."""
+    from grader.impl import InProcessImpl
+
+    impl = bench.local_impl("solutions")
+    assert isinstance(impl, InProcessImpl)
+    (case,) = benchmarks(["training"], tiny=True)
+    result = bench._measure_one(impl, case, seed=0, environment=lambda: [], **bench.CPU_TIMING)
+    assert result.ok, f"{result.status}: {result.message}"
 
 
 def test_an_unknown_implementation_is_a_one_line_error(tmp_path):
     with pytest.raises(GraderError, match="not 'assignment', 'solutions' or a folder"):
-        bench.LocalImpl(str(tmp_path / "nowhere"))
+        bench.local_impl(str(tmp_path / "nowhere"))
 
 
 # --- benchmark descriptions -------------------------------------------------------------------------------
@@ -60,6 +139,21 @@ def test_every_target_names_a_function_the_solutions_define():
         else:
             module_name, function = case.target.split(".")
             assert callable(getattr(modules.load(module_name), function)), case.target
+
+
+def test_tiny_cases_mirror_the_gpu_cases_one_for_one_and_are_smaller():
+    gpu, tiny = benchmarks(), benchmarks(tiny=True)
+    assert len(gpu) == len(tiny)
+    for big, small in zip(gpu, tiny):
+        assert (small.kernel, small.target, small.check, small.unit) == (big.kernel, big.target, big.check, big.unit)
+        assert len(small.baselines) == len(big.baselines)
+        assert small.flops < big.flops / 100 and small.bytes_moved < big.bytes_moved / 100, small.case
+
+
+def test_tiny_cases_keep_the_paths_the_shapes_test():
+    names = [case.case for case in benchmarks(["matmul", "softmax"], tiny=True)]
+    assert "bf16 15x15x15" in names                       # 1793 stays odd: its edge tiles stay masked
+    assert "bf16 1x262144 (online)" in names              # softmax's long rows keep their length
 
 
 def test_unknown_kernel_is_a_clear_error():
@@ -118,12 +212,6 @@ def test_training_counts_six_flops_per_parameter_per_token():
 # --- statuses: a missing or failing kernel is a row, never a crash -------------------------------------------
 
 
-@pytest.fixture
-def clock(monkeypatch):
-    monkeypatch.setattr(bench, "DEVICE", "cpu")
-    return fake_clock(monkeypatch)
-
-
 def fake_case(check_output=exact_check, target="demo.add_one", check="demo.perf.speed"):
     return Benchmark(kernel="demo", case="one int", target=target,
                      make_inputs=lambda gen: (int(torch.randint(0, 100, (1,), generator=gen)),),
@@ -131,12 +219,19 @@ def fake_case(check_output=exact_check, target="demo.add_one", check="demo.perf.
                      check=check)
 
 
-def run_case(clock, modules, case=None, baseline_ms=1.0):
+def run_case(clock, modules, case=None, baseline_ms=1.0, impl_class=FakeImpl):
     case = case or fake_case()
     case = Benchmark(**{**case.__dict__, "baselines": {"base": baseline(clock, baseline_ms)}})
-    impl = FakeImpl(modules, clock)
+    impl = impl_class(modules, clock)
     return bench._measure_one(impl, case, seed=0, environment=lambda: [], bench=clock_bench(clock),
                               clock=clock, sync=lambda: None)
+
+
+def demo_module(**functions):
+    """A real module object, as the submission's modules are (an attribute missing from one is a stub)."""
+    module = types.ModuleType("demo")
+    module.__dict__.update(functions)
+    return types.SimpleNamespace(demo=module)
 
 
 def test_a_working_kernel_is_measured(clock):
@@ -148,14 +243,28 @@ def test_a_stub_is_listed_as_not_implemented(clock):
     def stub(x):
         raise NotImplementedError("add_one: not implemented yet")
 
-    modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=stub))
-    result = run_case(clock, modules)
+    result = run_case(clock, demo_module(add_one=stub))
     assert result.status == "not implemented"
 
 
 def test_a_missing_function_is_listed_as_not_implemented(clock):
-    result = run_case(clock, types.SimpleNamespace(demo=types.SimpleNamespace()))
-    assert result.status == "not implemented"
+    result = run_case(clock, demo_module())
+    assert result.status == "not implemented" and "add_one" in result.message
+
+
+class RunOnlyImpl:
+    """An impl with `run` alone, short of what the timing calls on it: a fault of the harness."""
+
+    def __init__(self, modules, clock):
+        self._impl = FakeImpl(modules, clock)
+
+    def run(self, fn, *args):
+        return self._impl.run(fn, *args)
+
+
+def test_a_harness_fault_is_listed_as_an_error_never_as_a_missing_kernel(clock):
+    result = run_case(clock, kernel_module(clock, 2.0), impl_class=RunOnlyImpl)
+    assert result.status == "error" and "run_harness" in result.message
 
 
 def test_a_wrong_kernel_is_listed_as_wrong_output(clock):
@@ -167,7 +276,7 @@ def test_a_crashing_kernel_is_listed_as_an_error(clock):
     def crash(x):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
-    result = run_case(clock, types.SimpleNamespace(demo=types.SimpleNamespace(add_one=crash)))
+    result = run_case(clock, demo_module(add_one=crash))
     assert result.status == "error" and "illegal memory access" in result.message
 
 
@@ -256,3 +365,16 @@ def test_bench_grader_flag_is_the_grading_command_spelled_as_the_issue_asked(mon
         done = CliRunner().invoke(main, [*spelling, "--copies", "2", "--no-perf"])
         assert done.exit_code == 0, done.output
     assert len(calls) == 2 and calls[0] == calls[1] and calls[0][0] == 2 and calls[0][1]["no_perf"]
+
+
+# --- bench grading's summary ------------------------------------------------------------------------------
+
+
+def test_grading_summary_of_cpu_results_with_only_some_figures_does_not_crash():
+    from grader.bench.grading import bench_summary
+
+    results = [{"status": "graded", "timing": {"tests_s": 13.0, "child_s": 16.5, "total_s": 16.6}},
+               {"status": "error", "timing": {"tests_s": 0.0}}, {"status": "timeout"}]
+    text = bench_summary(results, elapsed=40.0)
+    assert "graded 3 copies" in text
+    assert "statuses: error, graded, timeout" in text

@@ -55,14 +55,14 @@ def bench_grader(copies: int = 4, jobs: int | None = None, gpus: str | None = No
         shutil.rmtree(work, ignore_errors=True)
 
 
+SUMMED_APART = ("tests_s", "child_s", "total_s")   # the summary's own lines; the rest: time_text
+
+
 def bench_summary(results: list[dict], elapsed: float, gpus: int = 0) -> str:
     count = len(results)
     per_minute = 60.0 * count / elapsed if elapsed > 0 else 0.0
     per_hour_per_gpu = 60.0 * per_minute / gpus if gpus else None
-    tests = [r["timing"]["tests_s"] for r in results]
-    child = [r["timing"]["child_s"] for r in results]
-    total = [r["timing"]["total_s"] for r in results]
-    mean = lambda values: sum(values) / len(values) if values else 0.0  # noqa: E731
+    tests, child, total = ([_figures(r).get(name, 0.0) for r in results] for name in SUMMED_APART)
     split = max((len(r.get("parts") or ()) for r in results), default=0)
     # split, the tests' seconds add up over parts that ran at once: no overhead can be read off them
     overhead = (f"overhead beyond test time: not measured, the tests ran in {split} parts at once "
@@ -74,10 +74,30 @@ def bench_summary(results: list[dict], elapsed: float, gpus: int = 0) -> str:
             f"per submission: {mean(total):.2f} s in all, {mean(child):.2f} s in the checking run "
             f"({'from its first part to its last' if split else 'one'}), {mean(tests):.2f} s inside tests\n"
             f"{overhead}\n"
-            f"statuses: {', '.join(sorted({r['status'] for r in results}))}"
+            + f"statuses: {', '.join(sorted({str(r.get('status')) for r in results}))}"
             + (f"\nthroughput: {per_hour_per_gpu:.1f} submissions per hour per GPU ({gpus} GPU(s), "
                f"{_per_gpu_of(results)} at once on each)" if per_hour_per_gpu is not None else "")
             + (f"\n{time_text(results)}" if time_text(results) else ""))
+
+
+def _figures(result: dict) -> dict[str, float]:
+    """A result's timing figures as {name: number}, those of a nested group named group.figure."""
+    return _numbers(result.get("timing"))
+
+
+def _numbers(group, prefix: str = "") -> dict[str, float]:
+    figures = {}
+    for name, value in (group.items() if isinstance(group, dict) else ()):
+        if isinstance(value, dict):
+            figures.update(_numbers(value, f"{prefix}{name}."))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            figures[f"{prefix}{name}"] = float(value)
+    return figures
+
+
+def mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0
 
 
 def _per_gpu_of(results: list[dict]) -> str:

@@ -8,6 +8,10 @@ ladders of 0.70 / 0.85 / 0.90 x the reference's ratio to grader/calibration.json
 of a check is the LOWEST over its cases, so the reference itself reaches "excellent" on every case with
 10% to spare: on the H200 the same code's graded ratios moved by up to 9% between grades (attention
 forward 0.79-0.92 over two grades), so 5% (perf-anchors 9.1 item 5's 0.95) cost it points to noise.
+
+Without a CUDA GPU both run every case's tiny variant (grader.perf.cases) in Triton's interpreter, the
+same code path at sizes the interpreter runs in seconds, so that CI sees a broken path: the table
+marks the ratios "not meaningful on CPU" and shows no ladder level, and calibrate writes nothing.
 """
 
 from __future__ import annotations
@@ -15,17 +19,26 @@ from __future__ import annotations
 import itertools
 import json
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader import devices
 from grader.perf import cases as bench_cases
 from grader.points import CALIBRATION_FILE, LADDER_LEVELS, load_calibration, load_points
 
 # Levels at least 12% apart, so a 10% speed difference moves a grade by at most one level gap.
 LADDER_FRACTIONS = {"pass": 0.65, "good": 0.80, "excellent": 0.90}
 BENCH_ROUNDS = 3
-DEVICE = "cuda"              # where inputs are drawn; the CPU tests switch it
-NEEDS_GPU = "grader {command} needs a CUDA GPU: none is visible here (torch.cuda.is_available() is False)."
+# On the CPU a time means nothing: one round and the shortest timing loops run every path once or so.
+CPU_TIMING = {"rounds": 1, "warmup_ms": 0, "rep_ms": 0}
+NOT_MEANINGFUL = "not meaningful on CPU"
+CPU_NOTE = ("No CUDA GPU here: every case ran at tiny sizes in Triton's interpreter. The table checks that "
+            f"each path runs and is correct; its times and ratios are {NOT_MEANINGFUL} (no ladder level).")
+CPU_WRITES_NO_CALIBRATION = (
+    "grader calibrate writes {path} only from a CUDA GPU: ratios timed on the CPU, in Triton's interpreter "
+    "at tiny sizes, are not meaningful. Run it on the grading GPU, or add --dry-run to check here that "
+    "calibration runs (nothing is written).")
 
 
 @dataclass
@@ -40,71 +53,78 @@ class CaseResult:
         return self.status == "ok"
 
 
-class LocalImpl:
-    """`impl.run` for bench: the implementation's modules live in this process."""
+def local_impl(name_or_path: str):
+    """The implementation imported into this process, behind the `impl` API the perf tests time through
+    (grader.impl.InProcessImpl): bench and the perf checks call one interface."""
+    from grader.errors import GraderError
+    from grader.impl import make_impl
 
-    def __init__(self, name_or_path: str):
-        from grader.errors import GraderError
-        from grader.worker.modules import Modules, resolve
-
-        self.label = name_or_path
-        try:
-            self.modules = Modules(resolve(name_or_path))
-        except FileNotFoundError as error:
-            raise GraderError(str(error)) from None
-
-    def run(self, fn, *args, **kwargs):
-        return fn(self.modules, *args, **kwargs)
+    try:
+        return make_impl(name_or_path, isolated=False)
+    except FileNotFoundError as error:
+        raise GraderError(str(error)) from None
 
 
-def measure_case(impl, case: bench_cases.Benchmark, seed: int = 0, **options):
+def measure_case(impl, case: bench_cases.Benchmark, seed: int = 0, device: str | None = None, **options):
     """Time one benchmark case against its baselines with fresh inputs per round (a PerfResult).
 
-    Perf tests call this too, with the `impl` fixture, so tests, bench and calibrate measure alike.
+    Inputs are drawn on `device` (default: where this process runs kernels, grader.devices).
     """
     import torch
 
     from grader.perf.measure import measure_ratio
 
     seeds = itertools.count(seed)
+    device = device or devices.configure().device
 
     def make_inputs():
-        return case.make_inputs(torch.Generator(device=DEVICE).manual_seed(next(seeds)))
+        return case.make_inputs(torch.Generator(device=device).manual_seed(next(seeds)))
 
     return measure_ratio(impl, case.target, make_inputs, case.baselines, check=case.check_output,
                          flops=case.flops, bytes_moved=case.bytes_moved, **options)
 
 
-def measure_all(impl_name: str, kernels=(), environment=None, graded_only=False, echo=print) -> list[CaseResult]:
-    """Every case of `kernels` (only those a perf check grades if `graded_only`).
+def measure_all(impl_name: str, kernels=(), environment=None, graded_only=False, echo=print,
+                cpu: bool = False) -> list[CaseResult]:
+    """Every case of `kernels` (only those a perf check grades if `graded_only`); `cpu`: their tiny
+    variants, timed as briefly as the timing code allows.
 
     A missing or failing kernel becomes a status, never a crash.
     """
     import torch
 
-    impl = LocalImpl(impl_name)
+    impl = local_impl(impl_name)
+    timing = CPU_TIMING if cpu else {"rounds": BENCH_ROUNDS}
     results = []
-    for index, case in enumerate(bench_cases.benchmarks(kernels)):
+    for index, case in enumerate(bench_cases.benchmarks(kernels, tiny=cpu)):
         if graded_only and case.check is None:
             continue
         echo(f"  {case.kernel:<16} {case.case} ...", file=sys.stderr)
-        results.append(_measure_one(impl, case, 1000 * index, environment))
+        results.append(_measure_one(impl, case, 1000 * index, environment, **timing))
         torch.cuda.empty_cache()
     return results
 
 
 def _measure_one(impl, case, seed, environment, **options) -> CaseResult:
+    options.setdefault("rounds", BENCH_ROUNDS)
     try:
-        perf = measure_case(impl, case, seed=seed, rounds=BENCH_ROUNDS, environment=environment, **options)
+        perf = measure_case(impl, case, seed=seed, environment=environment, **options)
     except NotImplementedError as error:
         return CaseResult(case, "not implemented", str(error) or "NotImplementedError")
-    except AttributeError as error:      # the module lacks the function
-        return CaseResult(case, "not implemented", str(error))
+    except AttributeError as error:
+        if isinstance(getattr(error, "obj", None), types.ModuleType):   # the module lacks the function
+            return CaseResult(case, "not implemented", str(error))
+        return CaseResult(case, "error", _one_line(error))              # the harness's own fault shows
     except AssertionError as error:
         return CaseResult(case, "wrong output", str(error).splitlines()[0] if str(error) else "")
     except Exception as error:  # noqa: BLE001 - any failure of student code is a row in the table
-        return CaseResult(case, "error", f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+        return CaseResult(case, "error", _one_line(error))
     return CaseResult(case, "ok", perf=perf)
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 # --- grader bench -----------------------------------------------------------------------------------------
@@ -112,33 +132,44 @@ def _measure_one(impl, case, seed, environment, **options) -> CaseResult:
 
 def run_bench(impl_name: str, json_path: str | None = None, chart_path: str | None = "roofline.svg",
               kernels=()) -> int:
-    """Time every kernel of `impl_name`, print the table, write JSON and the roofline chart."""
-    import torch
+    """Time every kernel of `impl_name`, print the table, write JSON and the roofline chart.
 
-    if not torch.cuda.is_available():
-        print(NEEDS_GPU.format(command="bench"), file=sys.stderr)
-        return 2
+    Exit status 0 when every case ran and was right, 1 otherwise. Without CUDA: the tiny cases in
+    Triton's interpreter, the ratios marked not meaningful, no chart."""
+    on_gpu = devices.configure().on_gpu   # before Triton is imported: it reads whether to interpret
     from grader.perf.environment import fingerprint, problems, query_gpu
 
-    environment = fingerprint(measure=True)
+    environment = fingerprint(measure=on_gpu)
     reasons = problems(environment)
-    results = measure_all(impl_name, kernels, environment=lambda: reasons)
-    environment["clocks_after_bench"] = query_gpu(environment.get("gpu_uuid")).get("clocks")
+    results = measure_all(impl_name, kernels, environment=lambda: reasons, cpu=not on_gpu)
+    if on_gpu:
+        environment["clocks_after_bench"] = query_gpu(environment.get("gpu_uuid")).get("clocks")
     points = load_points(gpu_name=environment["gpu_name"])
     print(format_environment(environment))
-    print(format_table(results, points))
+    if not on_gpu:
+        print(CPU_NOTE)
+    print(format_table(results, points, meaningful=on_gpu))
     if json_path:
-        Path(json_path).write_text(json.dumps(bench_json(impl_name, environment, results, points), indent=1))
+        data = bench_json(impl_name, environment, results, points, meaningful=on_gpu)
+        Path(json_path).write_text(json.dumps(data, indent=1))
         print(f"wrote {json_path}")
-    if chart_path:
+    if chart_path and on_gpu:
         from grader.bench.roofline import roofline_svg
 
         Path(chart_path).write_text(roofline_svg(chart_points(results), environment))
         print(f"wrote {chart_path}")
-    return 0
+    elif chart_path:
+        print(f"no roofline chart: throughputs are {NOT_MEANINGFUL}")
+    failed = [result for result in results if not result.ok]
+    if failed:
+        print(f"{len(failed)} of {len(results)} cases did not run or were wrong", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def format_environment(env: dict) -> str:
+    if not env.get("gpu_name"):
+        return (f"device: CPU (no CUDA GPU), Triton's interpreter\n"
+                f"torch {env.get('torch')}  triton {env.get('triton')}  python {env.get('python')}")
     clocks = " -> ".join(f"SM {c['sm_mhz']} MHz / mem {c['mem_mhz']} MHz"
                          for c in (env.get("clocks_before"), env.get("clocks_after_bench")) if c)
     lines = [
@@ -153,7 +184,8 @@ def format_environment(env: dict) -> str:
     return "\n".join(lines)
 
 
-def format_table(results: list[CaseResult], points) -> str:
+def format_table(results: list[CaseResult], points, meaningful: bool = True) -> str:
+    """One row per baseline of each case; `meaningful` False (CPU): ratios shown, never a level."""
     header = ("kernel", "case", "achieved", "baseline", "baseline at", "ratio", "level")
     rows = []
     for result in results:
@@ -162,25 +194,34 @@ def format_table(results: list[CaseResult], points) -> str:
             rows.append((case.kernel, case.case, result.status, result.message[:60], "", "", ""))
             continue
         perf = result.perf
+        graded_level = _level(points, case.check, perf.ratio) if meaningful else NOT_MEANINGFUL
         for index, name in enumerate(case.baselines):
             achieved = _achieved(case, perf.submission_ms) if index == 0 else ""
-            level = _level(points, case.check, perf.ratio) if index == 0 else ""
+            level = graded_level if index == 0 else ""
             flags = ((" retry" if perf.retry and index == 0 else "")
                      + (" wall-bound" if perf.bound_applied and index == 0 else ""))
             rows.append((case.kernel if index == 0 else "", case.case if index == 0 else "", achieved, name,
-                         _achieved(case, perf.baselines_ms[name]), f"{perf.ratios[name]:.3f}", level + flags))
+                         _achieved(case, perf.baselines_ms[name]), _ratio_text(perf.ratios[name]), level + flags))
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
              for row in [header, tuple("-" * w for w in widths), *rows]]
     return "\n".join(lines)
 
 
+def _ratio_text(ratio: float) -> str:
+    return f"{ratio:.3f}" if ratio >= 0.001 else f"{ratio:.1e}"
+
+
 def _achieved(case, milliseconds) -> str:
     from grader.perf.record import throughput
 
     if case.unit == "GB/s":
-        return f"{throughput(case.bytes_moved, milliseconds, 1e9):,.0f} GB/s"
-    return f"{throughput(case.flops, milliseconds, 1e12):,.1f} TFLOP/s"
+        value, shown = throughput(case.bytes_moved, milliseconds, 1e9), "{:,.0f} GB/s"
+    else:
+        value, shown = throughput(case.flops, milliseconds, 1e12), "{:,.1f} TFLOP/s"
+    if value < 1:      # the interpreter's rates: two digits rather than a row of zeros
+        shown = "{:.2g} " + case.unit
+    return shown.format(value)
 
 
 def _level(points, check_id, ratio) -> str:
@@ -190,7 +231,7 @@ def _level(points, check_id, ratio) -> str:
     return check.ladder.level(ratio)
 
 
-def bench_json(impl_name, environment, results, points) -> dict:
+def bench_json(impl_name, environment, results, points, meaningful: bool = True) -> dict:
     cases = []
     for result in results:
         case = result.benchmark
@@ -198,9 +239,9 @@ def bench_json(impl_name, environment, results, points) -> dict:
                  "message": result.message, "flops": case.flops, "bytes": case.bytes_moved, "unit": case.unit}
         if result.ok:
             entry.update(result.perf.as_record())
-            entry["level"] = _level(points, case.check, result.perf.ratio)
+            entry["level"] = _level(points, case.check, result.perf.ratio) if meaningful else None
         cases.append(entry)
-    return {"impl": impl_name, "environment": environment, "cases": cases}
+    return {"impl": impl_name, "environment": environment, "meaningful": meaningful, "cases": cases}
 
 
 def chart_points(results) -> list[dict]:
@@ -211,22 +252,25 @@ def chart_points(results) -> list[dict]:
 # --- grader calibrate ---------------------------------------------------------------------------------------
 
 
-def calibrate(gpu_name: str | None = None, dry_run: bool = False, calibration_file: Path = CALIBRATION_FILE) -> int:
-    """Measure the reference solutions here and write this GPU model's ladders."""
-    import torch
-
-    if not torch.cuda.is_available():
-        print(NEEDS_GPU.format(command="calibrate"), file=sys.stderr)
+def calibrate(gpu_name: str | None = None, dry_run: bool = False, calibration_file: Path = CALIBRATION_FILE,
+              kernels=()) -> int:
+    """Measure the reference solutions here and write this GPU model's ladders (of `kernels`' checks,
+    all when empty). Without CUDA only `dry_run` runs (the tiny cases); nothing is written."""
+    on_gpu = devices.configure().on_gpu
+    if not on_gpu and not dry_run:
+        print(CPU_WRITES_NO_CALIBRATION.format(path=calibration_file), file=sys.stderr)
         return 2
     from grader.perf.environment import fingerprint, problems
 
-    environment = fingerprint(measure=True)
-    model = gpu_name or environment["gpu_name"]
+    environment = fingerprint(measure=on_gpu)
+    model = gpu_name or environment["gpu_name"] or "CPU"
     print(format_environment(environment))
+    if not on_gpu:
+        print(CPU_NOTE)
     for reason in problems(environment):
         # Ratios are timed side by side, so a uniformly slow GPU moves both sides; say so, go on.
         print(f"warning: {reason}; the ladders may need a re-run on a healthy GPU", file=sys.stderr)
-    results = measure_all("solutions", environment=lambda: [], graded_only=True)
+    results = measure_all("solutions", kernels, environment=lambda: [], graded_only=True, cpu=not on_gpu)
     failed = [r for r in results if not r.ok]
     for result in failed:
         print(f"reference {result.benchmark.kernel} {result.benchmark.case}: {result.status} {result.message}",
@@ -237,7 +281,9 @@ def calibrate(gpu_name: str | None = None, dry_run: bool = False, calibration_fi
     points = load_points(calibration_file=calibration_file, gpu_name=model)
     new = ladders_from(results, points)
     print(format_ladders(model, points, new))
-    if not dry_run and new:
+    if dry_run:
+        print(f"dry run: {calibration_file} not written")
+    elif new:
         write_calibration(calibration_file, model, new)
         print(f"wrote {calibration_file} ({model}: {len(new)} checks)")
     return 1 if failed else 0
@@ -284,7 +330,7 @@ def format_ladders(model, points, new) -> str:
             shown = " / ".join(f"{ladder[level]:.3f}" for level in LADDER_LEVELS)
             lines.append(f"  {check_id}: {old} -> {shown} (reference ratio {ladder['reference_ratio']:.3f})")
         else:
-            lines.append(f"  {check_id}: {old} -> unchanged (no benchmark measures it)")
+            lines.append(f"  {check_id}: {old} -> unchanged (not measured here)")
     return "\n".join(lines)
 
 

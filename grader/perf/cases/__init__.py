@@ -4,7 +4,10 @@ Each module's `benchmarks()` lists `Benchmark`s: the shapes, the target timed ne
 code (see `grader.perf.in_worker.resolve_target`), the baselines (the first is the one a ratio is graded
 against), the FLOPs and compulsory HBM bytes of one call, and a loose output check so that a fast but
 wrong kernel never shows up as fast. A benchmark names the perf check id whose ladder it calibrates
-(`check`), or None when it is shown for information only.
+(`check`), or None when it is shown for information only. Each module also has tiny variants of its
+cases (`benchmarks(tiny=True)`), for Triton's CPU interpreter: the same kernel paths at sizes the
+interpreter runs in seconds, so that a CPU run checks that bench and calibrate work; their times mean
+nothing.
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ class Benchmark:
         return self.flops / self.bytes_moved
 
 
-def benchmarks(kernels=()) -> list[Benchmark]:
-    """Every benchmark of `kernels` (all when empty), in KERNELS order."""
+def benchmarks(kernels=(), tiny: bool = False) -> list[Benchmark]:
+    """Every benchmark of `kernels` (all when empty), in KERNELS order; `tiny`: their CPU variants."""
     unknown = sorted(set(kernels) - set(KERNELS))
     if unknown:
         from grader.errors import GraderError
@@ -47,7 +50,7 @@ def benchmarks(kernels=()) -> list[Benchmark]:
     chosen = [kernel for kernel in KERNELS if (not kernels or kernel in kernels)
               and importlib.util.find_spec(f"grader.perf.cases.{kernel}") is not None]
     return [case for kernel in chosen
-            for case in importlib.import_module(f"grader.perf.cases.{kernel}").benchmarks()]
+            for case in importlib.import_module(f"grader.perf.cases.{kernel}").benchmarks(tiny)]
 
 
 def relative_error(actual, expected) -> float:

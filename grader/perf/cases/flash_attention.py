@@ -4,7 +4,9 @@ The FlashAttention papers' protocol: B*N = 16k tokens, hidden size 2048, so d = 
 d = 128 16 heads; N = 4096, bf16. FLOPs as the papers count them: forward 4*B*H*N^2*d (halved when
 causal), backward 2.5x the forward (five matmuls, one of them recomputed, against two), timed as the
 backward alone with the forward outside the timing, as the Triton tutorial does. Per head attention
-does about N/2 FLOP per byte: compute-bound, right of the ridge.
+does about N/2 FLOP per byte: compute-bound, right of the ridge. The tiny variants (Triton's CPU
+interpreter) keep the head dims and masks on a few short sequences, against PyTorch's CPU backends
+of SDPA, as cuDNN has none.
 """
 
 from __future__ import annotations
@@ -16,19 +18,25 @@ CHECK_BACKWARD = "flash_attention.perf.backward"
 TOKENS = 16384
 HIDDEN = 2048
 SEQ_LEN = 4096
+TINY_TOKENS, TINY_HIDDEN, TINY_SEQ_LEN = 64, 128, 64
 HEAD_DIMS = (64, 128)
 BACKWARD_FLOP_FACTOR = 2.5
+GPU_BACKENDS = {"SDPA cuDNN": "CUDNN_ATTENTION", "SDPA flash": "FLASH_ATTENTION"}   # the first is graded
+CPU_BACKENDS = {"SDPA math": "MATH", "SDPA flash": "FLASH_ATTENTION"}
 
 
-def benchmarks() -> list[Benchmark]:
-    return [_case(direction, d, causal)
+def benchmarks(tiny: bool = False) -> list[Benchmark]:
+    sizes = (TINY_TOKENS, TINY_HIDDEN, TINY_SEQ_LEN) if tiny else (TOKENS, HIDDEN, SEQ_LEN)
+    backends = CPU_BACKENDS if tiny else GPU_BACKENDS
+    return [_case(direction, d, causal, sizes, backends)
             for direction in ("fwd", "bwd") for d in HEAD_DIMS for causal in (False, True)]
 
 
-def _case(direction, head_dim, causal) -> Benchmark:
+def _case(direction, head_dim, causal, sizes, backends) -> Benchmark:
     import torch
 
-    batch, heads, n = TOKENS // SEQ_LEN, HIDDEN // head_dim, SEQ_LEN
+    tokens, hidden, n = sizes
+    batch, heads = tokens // n, hidden // head_dim
     shape = (batch, heads, n, head_dim)
     forward_flops = 4.0 * batch * heads * n * n * head_dim * (0.5 if causal else 1.0)
     tensor_bytes = 2.0 * batch * heads * n * head_dim
@@ -39,16 +47,14 @@ def _case(direction, head_dim, causal) -> Benchmark:
             case=f"fwd bf16 B{batch} H{heads} N{n} d{head_dim} {mask}",
             target="flash_attention.flash_attention",
             make_inputs=lambda gen: tuple(randn(shape, torch.bfloat16, gen) for _ in range(3)) + (causal,),
-            baselines={"SDPA cuDNN": _sdpa_forward("CUDNN_ATTENTION"),
-                       "SDPA flash": _sdpa_forward("FLASH_ATTENTION")},
+            baselines={name: _sdpa_forward(backend) for name, backend in backends.items()},
             flops=forward_flops, bytes_moved=4 * tensor_bytes,          # read q, k, v; write o
             check_output=_check_forward, **common)
     return Benchmark(
         case=f"bwd bf16 B{batch} H{heads} N{n} d{head_dim} {mask}",
         target="grader.perf.cases.flash_attention:backward_step",
         make_inputs=lambda gen: tuple(randn(shape, torch.bfloat16, gen) for _ in range(4)) + (causal,),
-        baselines={"SDPA cuDNN": _sdpa_backward("CUDNN_ATTENTION"),
-                   "SDPA flash": _sdpa_backward("FLASH_ATTENTION")},
+        baselines={name: _sdpa_backward(backend) for name, backend in backends.items()},
         flops=BACKWARD_FLOP_FACTOR * forward_flops,
         bytes_moved=8 * tensor_bytes,              # read q, k, v, o, do; write dq, dk, dv
         check_output=_check_backward, **common)
