@@ -201,8 +201,8 @@ def test_hidden_failures_show_the_error_but_not_the_hidden_tests_source(points):
     page = html.render_student(result)
     assert "masked row 3 not zero: max |err| 0.25 &gt; allowed 0 (rows=7 fp16)" in page
     assert "SECRET_CASE" not in page and "log line" not in page
-    from grader.report import gradebook
-    outputs = " ".join(t["output"] for t in gradebook.gradescope_results(result)["tests"])
+    from grader.course import gradescope_json
+    outputs = " ".join(t["output"] for t in gradescope_json.final(result)["tests"])
     assert "SECRET_CASE" not in outputs and "max |err| 0.25" in outputs
 
 

@@ -91,7 +91,8 @@ def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("batch")
     _write_suite(root / "suite")
     subs = root / "submissions"
-    _submission(subs, "good", {"softmax.py": GOOD_SOFTMAX, "assignment/matmul.py": GOOD_MATMUL})
+    _submission(subs, "good", {"softmax.py": GOOD_SOFTMAX, "assignment/matmul.py": GOOD_MATMUL,
+                               "leaderboard_name": "fast one\n"})
     _submission(subs, "partial", {"softmax.py": GOOD_SOFTMAX.replace("3 * x", "3 + x"),
                                   "conftest.py": "import os\nos._exit(0)\n", "notes.txt": "hi"})
     _submission(subs, "killer", {"softmax.py": GOOD_SOFTMAX,
@@ -115,7 +116,7 @@ def test_batch_exits_zero_and_writes_every_output(graded):
     students = sorted(p.name for p in out.iterdir() if p.is_dir())
     assert students == ["empty", "evil", "forger", "good", "killer", "partial", "zipped"]
     for student in students:
-        for name in ("result.json", "results.json", "report.html", "log.txt"):
+        for name in ("result.json", "gradescope.json", "report.html", "log.txt"):
             assert (out / student / name).is_file(), (student, name)
     assert (out / "grades.csv").is_file() and (out / "index.html").is_file()
 
@@ -125,6 +126,8 @@ def test_correct_submission_gets_every_point_that_ran_here(graded):
     assert result["status"] == "graded", result["reason"]
     assert result["score"] == {"earned": 8.0, "possible": 8.0, "total": 12.0}
     assert _check(result, "matmul.perf.speed")["not_run_here"] is True
+    assert result["leaderboard_name"] == "fast one"
+    assert _result(graded["out"], "partial")["leaderboard_name"] is None
 
 
 def test_wrong_function_loses_its_check_and_planted_conftest_has_no_effect(graded):
@@ -466,10 +469,10 @@ def hostile(tmp_path_factory):
     ignored_names_flood(subs / "flood.tar.gz", count=1500)
     real_render, real_stage = html.render_student, submission.stage
 
-    def render(result):
+    def render(result, *args, **kwargs):
         if result["id"] == "render_fails":
             raise ValueError("a template that cannot take this result")
-        return real_render(result)
+        return real_render(result, *args, **kwargs)
 
     def stage(source, dest):
         if source.id == "grader_fails":

@@ -67,6 +67,9 @@ SPLIT = click.option("--split/--whole-suite", default=None,
                           "cores; each run takes one of the GPU's seats (per-gpu x parts), so the next "
                           "submission's parts start as earlier ones end; the grade is the same [default: "
                           "--split with a GPU, --whole-suite on the CPU].")
+COURSE = click.option("--course", type=click.Path(exists=True, dir_okay=False), default=None, metavar="FILE",
+                      help="The course file (course.toml: due date, late policy, extensions, ...); a copy is "
+                           "kept in the output folder and applied by every later `grader report` there.")
 IMPL = click.option("--impl", "impl_name", default="solutions", show_default=True,
                     help="assignment, solutions, or a path to a submission.")
 
@@ -100,8 +103,15 @@ IMPL = click.option("--impl", "impl_name", default="solutions", show_default=Tru
 @click.option("--array-parallelism", type=click.IntRange(min=1), default=None, metavar="P",
               help="With --slurm: at most P tasks of the array run at once.")
 @click.option("--no-wait", is_flag=True, help="With --slurm: submit and return instead of waiting.")
-def grade(slurm, sbatch_args, array_parallelism, no_wait, **options):
-    """Grade every submission in SUBMISSIONS (one folder or archive per student)."""
+@COURSE
+def grade(slurm, sbatch_args, array_parallelism, no_wait, course, **options):
+    """Grade every submission in SUBMISSIONS (one folder or archive per student, or a Canvas bulk
+    download's flat files). Staff facts beside them: metadata.csv (id, submitted_at, late); see
+    docs/course-operations.md."""
+    if course:
+        from grader.course.course_file import install_course
+
+        install_course(course, options["out"])
     if slurm:
         from grader.grade.slurm import grade_on_slurm
 
@@ -117,11 +127,17 @@ def grade(slurm, sbatch_args, array_parallelism, no_wait, **options):
 
 @main.command()
 @click.argument("out", type=click.Path(exists=True, file_okay=False))
-def report(out):
-    """Rebuild OUT's class files (grades.csv, index.html) from the results on disk."""
+@COURSE
+def report(out, course):
+    """Rebuild OUT's class files (grades.csv, index.html, leaderboard.html) from the results on disk, and
+    the students' report.html and gradescope.json where the course file changes them."""
     from grader.points import load_points
     from grader.report.class_files import write_class_files
 
+    if course:
+        from grader.course.course_file import install_course
+
+        install_course(course, out)
     click.echo(write_class_files(out, load_points()), err=True)
 
 
@@ -226,3 +242,71 @@ def calibrate(gpu_name, dry_run, kernels):
     from grader.bench.kernels import calibrate as run_calibrate
 
     sys.exit(run_calibrate(gpu_name=gpu_name, dry_run=dry_run, kernels=kernels))
+
+
+# --- course operations (owned by grader/course/) -------------------------------------------------------
+
+
+@main.group()
+def export():
+    """Write the class's grades in an LMS's import format."""
+
+
+@export.command()
+@click.argument("out", type=click.Path(dir_okay=False))
+@click.option("--roster", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Canvas's gradebook export or Gradescope's roster (CSV; told apart by the header).")
+@click.option("--reports", default="reports", show_default=True, type=click.Path(exists=True, file_okay=False),
+              help="The graded output folder (its course.toml's late policy is applied).")
+@click.option("--assignment", default=None,
+              help="The assignment column's name; \"Name (12345)\" updates Canvas assignment 12345 "
+                   "[default: assignment.name of the course file].")
+def canvas(out, roster, reports, assignment):
+    """Write OUT, a CSV Canvas's gradebook imports: one row per roster student, the final totals."""
+    from grader.course.canvas_export import export_canvas
+
+    click.echo(export_canvas(reports, out, roster, assignment).summary(), err=True)
+
+
+@main.group()
+def gradescope():
+    """The Gradescope autograder: build its zip, run it (inside Gradescope), bake in final grades."""
+
+
+@gradescope.command(name="build")
+@click.option("--out", default="dist/autograder.zip", show_default=True, type=click.Path(dir_okay=False))
+@COURSE
+@click.option("--final", "final_reports", type=click.Path(exists=True, file_okay=False), default=None,
+              metavar="REPORTS", help="Bake in each student's gradescope.json from a GPU grade's output "
+              "folder: after uploading this zip, Gradescope's \"Regrade all submissions\" shows the final grades.")
+def gradescope_build(out, course, final_reports):
+    """Write the autograder zip (setup.sh, run_autograder, the grader and the suites it runs)."""
+    from grader.course.autograder_build import build_autograder
+    from grader.course.course_file import load_course
+
+    click.echo(build_autograder(out, load_course(course) if course else None, final_reports), err=True)
+
+
+@gradescope.command(name="run")
+@click.option("--root", default="/autograder", show_default=True, type=click.Path(file_okay=False),
+              help="Gradescope's folder: submission/ in, results/results.json out, source/ the zip.")
+def gradescope_run(root):
+    """Grade ROOT/submission on the CPU and write ROOT/results/results.json (what run_autograder calls)."""
+    from grader.course.autograder_run import run_autograder
+
+    sys.exit(run_autograder(root))
+
+
+@main.command()
+@click.argument("submissions", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", default="reports/similarity", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for index.html (pairs ranked) and one side-by-side page per pair; staff only.")
+@click.option("--stubs", type=click.Path(exists=True, file_okay=False), default=None,
+              help="The handout's stubs, whose code is boilerplate [default: assignment/ of this checkout].")
+@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
+              help="Similarity from which a pair is flagged [default: copydetect's, 0.33].")
+def similarity(submissions, out, stubs, threshold):
+    """Compare SUBMISSIONS with each other, module by module (copydetect); never changes a grade."""
+    from grader.course.similarity import write_similarity_report
+
+    click.echo(write_similarity_report(submissions, out, stubs=stubs, threshold=threshold), err=True)

@@ -33,6 +33,7 @@ import click
 
 import grader
 from grader import disposable
+from grader.course import pseudonyms
 from grader.errors import BadSubmission, GraderError
 from grader.grade import containment, gpu_sharing, parts, preflight, sandbox, seats, sizing, submission
 from grader.grade.checker_tree import build_checker_tree, grade_key, remove_tree
@@ -258,7 +259,8 @@ class Batch:
                 and previous.get("status") != HARNESS_ERROR:      # a harness error is never kept
             shutil.rmtree(scratch, ignore_errors=True)
             return f"unchanged, kept {previous['status']}"
-        context = self.context(source.id, staged) | {"grade_key": key}
+        context = self.context(source.id, staged) | {"grade_key": key,
+                                                     "leaderboard_name": pseudonyms.chosen_name(source.path)}
         if not staged.files:
             result = not_gradable_result(source.id, "no assignment module files found "
                                          f"({', '.join(m + '.py' for m in submission.MODULES)})",
@@ -412,7 +414,7 @@ class Batch:
         command = [sys.executable, "-c", CHECKER_LAUNCHER, "-p", "grader.plugin"]
         if importable("pytest_timeout"):
             command += ["-p", "pytest_timeout"]
-        tests = part.selection if part else SUITE_DIRS[self.settings.suite]
+        tests = part.selection if part else (self.settings.selection or SUITE_DIRS[self.settings.suite])
         command += [*tests, "--impl", str(impl_dir), "--isolate",
                     "--results-json", f"/dev/fd/{results_fd}", "-q", "--tb=short", "-p", "no:cacheprovider"]
         if not self.settings.perf:

@@ -48,6 +48,8 @@ def grade_key(content_hash: str, settings: Settings, fingerprint: str) -> str:
     text = f"{content_hash}|{settings.suite}|perf={settings.perf}|{fingerprint}"
     if settings.worker_memory_option is not None:
         text += f"|memory={settings.worker_memory_option}"
+    if settings.selection:                   # a chosen subset of the suites grades something else
+        text += "|selection=" + ",".join(settings.selection)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

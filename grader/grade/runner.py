@@ -18,9 +18,11 @@ from grader.points import POINTS_DIR
 
 def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, timeout=None, only=(),
               force=False, no_sandbox=False, no_perf=False, tests_root=None, points_dir=None,
-              quiet=False, worker_memory=None, class_files=True, per_gpu=None, split=None) -> int:
+              quiet=False, worker_memory=None, class_files=True, per_gpu=None, split=None,
+              selection=()) -> int:
     """The `grader grade` command; returns the exit status (0, or 130 on Ctrl-C). `split` (default: on
-    a GPU) runs each submission's problems as checking runs of their own at once (grader.grade.parts)."""
+    a GPU) runs each submission's problems as checking runs of their own at once (grader.grade.parts).
+    `selection`: the tests to run instead of the suites' folders (the Gradescope autograder's choice)."""
     use_detected = gpus is None or gpus.strip().lower() == "all"
     gpu_list = sizing.detect_gpus(os.environ) if use_detected else sizing.parse_gpus(gpus)
     if gpu_list and per_gpu is None:
@@ -40,5 +42,6 @@ def grade_all(submissions, out="reports", suite="all", gpus=None, jobs=None, tim
                         force=force, sandbox=not no_sandbox, perf=not no_perf,
                         tests_root=Path(tests_root or REPO_ROOT), points_dir=Path(points_dir or POINTS_DIR),
                         quiet=quiet, worker_memory_mb=memory, worker_memory_option=worker_memory,
-                        class_files=class_files, per_gpu=per_gpu or 1, split=split, parts_each=parts_each)
+                        class_files=class_files, per_gpu=per_gpu or 1, split=split, parts_each=parts_each,
+                        selection=tuple(selection))
     return Batch(settings).run()

@@ -39,3 +39,4 @@ class Settings:
     per_gpu: int = 1                   # submissions graded at once on each GPU
     split: bool = False                # each submission's problems in checking runs of their own, side by side
     parts_each: int = 1                # at most this many parts per submission when split (the cores' share)
+    selection: tuple[str, ...] = ()    # tests each run checks instead of the suites' folders (the autograder's)

@@ -29,9 +29,16 @@ def _css() -> str:
     return (TEMPLATES / "style.css").read_text()
 
 
-def render_student(result: dict) -> str:
+def render_page(template_name: str, **values) -> str:
+    """Any page of templates/ with the shared stylesheet (the leaderboard's, the similarity report's)."""
+    return environment().get_template(template_name).render(css=_css(), **values)
+
+
+def render_student(result: dict, lateness=None, leaderboard_name: str = "") -> str:
+    """One student's report; `lateness` (grader.course.late.Lateness) shows the late rule applied."""
     template = environment().get_template("student.html.j2")
-    return template.render(css=_css(), r=result, status=model.STATUS_LABELS.get(result["status"], result["status"]),
+    return template.render(css=_css(), r=result, late=_late_view(lateness), leaderboard_name=leaderboard_name,
+                           status=model.STATUS_LABELS.get(result["status"], result["status"]),
                            earned=model.points_text(result["score"]["earned"]),
                            possible=model.points_text(result["score"]["possible"]),
                            percent=model.percent_text(result["score"]["earned"], result["score"]["possible"]),
@@ -39,6 +46,15 @@ def render_student(result: dict) -> str:
                            problems=model.problem_views(result), not_run=_not_run_checks(result),
                            provisional=model.provisional_note(result),
                            environment=_environment_rows(result))
+
+
+def _late_view(lateness) -> dict:
+    """What the reports say of lateness: a badge, the rule and what it meant, the final total."""
+    if lateness is None:
+        return {"badge": False, "rule": "", "outcome": "", "final": "", "penalty": ""}
+    return {"badge": bool(lateness.late), "rule": lateness.rule, "outcome": lateness.outcome,
+            "final": model.points_text(lateness.final) if lateness.final is not None else "",
+            "penalty": model.points_text(lateness.penalty) if lateness.penalty else ""}
 
 
 def _not_run_checks(result: dict) -> list[str]:
@@ -93,21 +109,26 @@ class PerfSpread:
     ladder_x: list      # x positions of the ladder's pass/good/excellent marks
 
 
-def write_index(path: Path, results: list[dict], points) -> None:
-    write_atomic(Path(path), render_index(results, points))
+def write_index(path: Path, results: list[dict], points, lateness: dict | None = None,
+                late_rule: str = "", links: list[tuple[str, str]] = ()) -> None:
+    write_atomic(Path(path), render_index(results, points, lateness, late_rule, links))
 
 
-def render_index(results: list[dict], points) -> str:
+def render_index(results: list[dict], points, lateness: dict | None = None, late_rule: str = "",
+                 links: list[tuple[str, str]] = ()) -> str:
+    """The class page. `lateness`: id -> grader.course.late.Lateness; `late_rule`: the course's rule in
+    words; `links`: (href, text) of the other class pages present (leaderboard, similarity report)."""
     graded = [r for r in results if r["status"] not in (model.NOT_GRADABLE, model.HARNESS_ERROR)]
+    lateness = lateness or {}
     template = environment().get_template("index.html.j2")
-    return template.render(
+    return template.render(late_rule=late_rule, links=list(links),
         css=_css(), count=len(results), statuses=Counter(r["status"] for r in results).most_common(),
         histogram=histogram([r for r in results if r["status"] != model.HARNESS_ERROR]),
         problems=problem_spreads(graded, points),
         most_failed=most_failed(graded), perf=perf_spreads(graded, points),
         environment=_environment_rows(graded[0]) if graded else [],
         times=time_rows(graded), compiles=compiles_per_submission(graded),
-        rows=[_index_row(r) for r in results])
+        rows=[_index_row(r, lateness.get(r["id"])) for r in results])
 
 
 def histogram(results: list[dict], bins: int = HISTOGRAM_BINS) -> list[Bar]:
@@ -170,13 +191,16 @@ def perf_spreads(results: list[dict], points) -> list[PerfSpread]:
     return spreads
 
 
-def _index_row(result: dict) -> dict:
+def _index_row(result: dict, lateness=None) -> dict:
     score = result["score"]
+    late = _late_view(lateness)
     unscored = result["status"] == model.HARNESS_ERROR
     return {"id": result["id"], "status": model.STATUS_LABELS.get(result["status"], result["status"]),
             "status_key": result["status"], "earned": "-" if unscored else model.points_text(score["earned"]),
             "possible": model.points_text(score["possible"]),
             "percent": model.percent_text(score["earned"], score["possible"]),
             "css": model.score_class(score["earned"], score["possible"]),
-            "late": {True: "late", False: ""}.get(result.get("late"), ""), "reason": result.get("reason", ""),
+            "late": "late" if (late["badge"] if lateness is not None else result.get("late")) else "",
+            "late_outcome": late["outcome"], "final": late["final"] if late["penalty"] else "",
+            "reason": result.get("reason", ""),
             "provisional": model.provisional_note(result)}
