@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from grader.course import canvas_download
 from grader.errors import BadSubmission
 from grader.grade import archives
 
@@ -32,7 +33,7 @@ STAGING_TIMEOUT_S = 60
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # What the runner writes beside the students' folders (and their temporary names while written).
 CLASS_FILES = {name + suffix for name in ("grades.csv", "index.html") for suffix in ("", ".tmp")}
-METADATA_FILE = "metadata.csv"      # optional, beside the submissions: id, late[, submitted_at]
+METADATA_FILE = "metadata.csv"      # optional, beside the submissions: id, submitted_at, late
 _SAFE_ID = re.compile(r"[^A-Za-z0-9._@+-]+")
 
 
@@ -73,10 +74,11 @@ def find_submissions(root: Path) -> tuple[list[Source], list[str]]:
     Two entries with one id (`x/` and `x.zip`) become one not-gradable submission naming both, and an
     id that is a class output's name (`grades.csv`) is graded as `_<id>`, never a real id (ids do not
     start with `_`), and not gradable: its outputs must not replace the class files."""
-    found: dict[str, list[Path]] = {}
-    skipped = []
+    canvas = canvas_download.group(Path(root))        # a Canvas bulk download's flat files, per student first
+    found: dict[str, list[Path]] = {student: [path] for student, path in canvas.paths.items()}
+    skipped = list(canvas.skipped)
     for path in sorted(Path(root).iterdir()):
-        if path.name.startswith(".") or path.name == METADATA_FILE:
+        if path.name.startswith(".") or path.name == METADATA_FILE or path.name in canvas.consumed:
             continue
         if path.is_symlink():
             skipped.append(f"{archives.printable(path.name)} (a symbolic link; submissions must be real "
@@ -114,11 +116,13 @@ def submission_id(path: Path) -> str | None:
 
 
 def read_metadata(root: Path) -> dict[str, dict]:
-    """Optional `metadata.csv` beside the submissions (written by staff, never by students)."""
+    """Optional `metadata.csv` beside the submissions (written by staff, never by students): columns
+    `id`, `submitted_at` (ISO 8601; without an offset, the course file's time zone) and `late` (yes/no).
+    Submissions a Canvas bulk download marks `_LATE_` are late unless metadata.csv says otherwise."""
     path = Path(root) / METADATA_FILE
+    rows = {student: {"late": True, "submitted_at": ""} for student in canvas_download.late_ids(Path(root))}
     if not path.exists():
-        return {}
-    rows = {}
+        return rows
     with path.open(newline="") as handle:
         for row in csv.DictReader(handle):
             student = (row.get("id") or "").strip()
