@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -310,3 +311,23 @@ def similarity(submissions, out, stubs, threshold):
     from grader.course.similarity import write_similarity_report
 
     click.echo(write_similarity_report(submissions, out, stubs=stubs, threshold=threshold), err=True)
+
+
+@main.command(name="leaderboard")
+@click.argument("out", type=click.Path(exists=True, file_okay=False))
+def leaderboard_command(out):
+    """Rebuild OUT/leaderboard.html from the results on disk and print each perf case's ranking."""
+    from grader.course import leaderboard
+    from grader.course.course_file import installed_course
+    from grader.report.class_files import LEADERBOARD_FILE, load_results
+
+    results = load_results(out)
+    salt = leaderboard.salt_for(out, installed_course(out))
+    leaderboard.write_leaderboard(Path(out) / LEADERBOARD_FILE, results, salt)
+    for board in leaderboard.boards(results, salt):
+        click.echo(board.label)
+        for rank, entry in enumerate(board.entries, start=1):
+            click.echo(f"  {rank:3d}. {entry.ratio:6.3f}x  {entry.name}")
+        if not board.entries:
+            click.echo(f"  {leaderboard.NOT_MEASURED} ({board.not_measured} graded without a GPU)")
+    click.echo(f"wrote {Path(out) / LEADERBOARD_FILE}", err=True)
