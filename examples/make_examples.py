@@ -6,7 +6,11 @@
 - partial/: the solutions with three realistic, deterministic bugs and one module not submitted, plus a planted
   conftest.py and a notes file that intake must ignore.
 
-Run from anywhere: `python examples/make_examples.py [--out DIR]`. The folders are regenerated each
+With `--slow`, a fourth, `slow/`: the solutions with matmul's autotuning left one small, unpipelined
+tile, correct and several times slower on a GPU, for checking that the speed leaderboard ranks it
+below the reference.
+
+Run from anywhere: `python examples/make_examples.py [--out DIR] [--slow]`. The folders are regenerated each
 time (they are build outputs, not sources), so they always match the current solutions.
 """
 
@@ -34,6 +38,10 @@ BUGS = [
     ("accounting", "GiB computed as 10**9 bytes (GB/GiB mix-up)",
      '_nonnegative("n_bytes", n_bytes) / 2**30', '_nonnegative("n_bytes", n_bytes) / 10**9'),
 ]
+# The slow example: one 32 x 32 tile per program, K in slices of 64, no pipeline; replaces the tuned list.
+SLOW_CONFIGS_BEFORE = "INTERPRETER_CONFIGS = ["
+SLOW_CONFIGS = ("HOPPER_CONFIGS = [_config(32, 32, 64, num_stages=1, num_warps=4)]   "
+                "# slow on purpose: the leaderboard's slower kernel\n\n")
 PLANTED_CONFTEST = '''"""Planted by a hostile submission: if the grader ever collected this, every test would pass."""
 import pytest
 
@@ -74,6 +82,23 @@ def write_examples(out: Path) -> list[str]:
     return warnings
 
 
+def write_slow(out: Path) -> list[str]:
+    """slow/: the solutions, matmul autotuned over one small tile only (and a leaderboard name)."""
+    slow = out / "slow"
+    shutil.rmtree(slow, ignore_errors=True)
+    slow.mkdir(parents=True)
+    for module in MODULES:
+        solution = REPO / "solutions" / f"{module}.py"
+        if solution.exists():
+            (slow / solution.name).write_text(solution.read_text())
+    matmul = (slow / "matmul.py").read_text()
+    if SLOW_CONFIGS_BEFORE not in matmul:
+        return [f"slow: matmul.py no longer contains {SLOW_CONFIGS_BEFORE!r}; its tiles are the reference's"]
+    (slow / "matmul.py").write_text(matmul.replace(SLOW_CONFIGS_BEFORE, SLOW_CONFIGS + SLOW_CONFIGS_BEFORE, 1))
+    (slow / "leaderboard_name").write_text("small tiles\n")
+    return []
+
+
 def _stub(module: str, source: str) -> str:
     """assignment/<module>.py when generated, else the same stub built in memory from the solution."""
     generated = REPO / "assignment" / f"{module}.py"
@@ -87,11 +112,12 @@ def _stub(module: str, source: str) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=REPO / "examples" / "submissions")
+    parser.add_argument("--slow", action="store_true", help="also write slow/, a correct but slow matmul")
     options = parser.parse_args(argv)
-    warnings = write_examples(options.out)
+    warnings = write_examples(options.out) + (write_slow(options.out) if options.slow else [])
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    print(f"wrote reference/, stubs/ and partial/ under {options.out}")
+    print(f"wrote reference/, stubs/, partial/{' and slow/' if options.slow else ''} under {options.out}")
     return 0
 
 

@@ -2,6 +2,7 @@
 names students chose or their ids hashed; a grade without a GPU says "not measured"."""
 
 import zipfile
+from pathlib import Path
 
 import pytest
 from course_fakes import PERF_CASES, graded, write_points, write_results
@@ -78,3 +79,41 @@ def test_a_chosen_name_is_found_in_archives_and_wrapper_folders_but_links_are_ig
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "leaderboard_name").symlink_to(tmp_path / "secret")
     assert pseudonyms.chosen_name(tmp_path / "c") is None
+
+
+def test_the_leaderboard_command_prints_each_case_fastest_first(tmp_path, points):
+    from click.testing import CliRunner
+
+    from grader import cli
+
+    out = write_results(tmp_path / "out", [graded(points, "ref", ratios=(0.95, 0.93), leaderboard_name="reference"),
+                                            graded(points, "slow", ratios=(0.2, 0.18), leaderboard_name="small tiles")])
+    done = CliRunner().invoke(cli.main, ["leaderboard", str(out)])
+    assert done.exit_code == 0, done.output
+    lines = done.output.splitlines()
+    first = lines.index("matmul.perf.throughput: bf16_4096x4096x4096")
+    assert lines[first + 1].endswith("0.950x  reference") and lines[first + 2].endswith("0.200x  small tiles")
+
+
+def test_the_slow_example_keeps_the_solution_but_one_small_tile(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    import make_examples
+
+    assert make_examples.write_slow(tmp_path) == []
+    source = (tmp_path / "slow" / "matmul.py").read_text()
+    compile(source, "matmul.py", "exec")
+    assert source.count("HOPPER_CONFIGS = [") == 2 and "_config(32, 32, 64, num_stages=1" in source
+    assert (tmp_path / "slow" / "leaderboard_name").read_text() == "small tiles\n"
+
+
+def test_a_submission_named_like_the_leaderboard_cannot_replace_it(tmp_path):
+    from grader.grade.submission import find_submissions
+
+    for name in ("leaderboard.html", "course.toml"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "matmul.py").write_text("x = 1\n")
+    sources, _ = find_submissions(tmp_path)
+    assert [s.id for s in sources] == ["_course.toml", "_leaderboard.html"]
+    assert all("is the name of a class output file" in s.problem for s in sources)

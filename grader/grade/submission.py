@@ -32,7 +32,8 @@ STAGING_CPU_S = 20
 STAGING_TIMEOUT_S = 60
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # What the runner writes beside the students' folders (and their temporary names while written).
-CLASS_FILES = {name + suffix for name in ("grades.csv", "index.html") for suffix in ("", ".tmp")}
+CLASS_FILES = {name + suffix for name in ("grades.csv", "index.html", "leaderboard.html", "course.toml")
+               for suffix in ("", ".tmp")}
 METADATA_FILE = "metadata.csv"      # optional, beside the submissions: id, submitted_at, late
 _SAFE_ID = re.compile(r"[^A-Za-z0-9._@+-]+")
 
