@@ -12,6 +12,7 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import course_fakes
 import pytest
 from click.testing import CliRunner
 
@@ -104,3 +105,45 @@ def test_only_the_marked_hidden_check_runs_and_it_shows_after_the_due_date(grade
     assert [t["number"] for t in hidden] == [MARKED] and hidden[0]["visibility"] == "after_due_date"
     numbers = {t["number"] for t in graded["reference"]["tests"]}
     assert "accounting.flops.variants" not in numbers and "matmul.shapes.lecture" in numbers
+
+
+def _unpacked(zip_path, root):
+    with zipfile.ZipFile(zip_path) as archive:
+        archive.extractall(root / "source")
+    (root / "submission").mkdir()
+    return root
+
+
+def test_a_baked_final_grade_is_returned_for_its_submission_instead_of_a_new_grade(tmp_path):
+    points = course_fakes.write_points(tmp_path / "points")
+    reports = course_fakes.write_results(tmp_path / "reports", [course_fakes.graded(points, student)
+                                                                for student in ("submission_77", "jd@uni.edu")])
+    done = CliRunner().invoke(cli.main, ["gradescope", "build", "--out", str(tmp_path / "final.zip"),
+                                         "--final", str(reports)])
+    assert done.exit_code == 0 and "2 final grades baked in" in done.output, done.output
+    for metadata, student in (({"id": 77, "users": []}, "submission_77"),
+                              ({"id": 5, "users": [{"email": "jd@uni.edu", "sid": "1"}]}, "jd@uni.edu")):
+        root = _unpacked(tmp_path / "final.zip", tmp_path / student)
+        (root / "submission_metadata.json").write_text(json.dumps(metadata))
+        ran = CliRunner().invoke(cli.main, ["gradescope", "run", "--root", str(root)])
+        assert ran.exit_code == 0, ran.output
+        data = json.loads((root / "results" / "results.json").read_text())
+        assert data == json.loads((reports / student / "gradescope.json").read_text())
+        assert gradescope_json.problems(data) == [] and "leaderboard" in data
+
+
+def test_a_harness_failure_writes_no_results_json_and_exits_one(tmp_path):
+    root = tmp_path / "root"
+    (root / "source").mkdir(parents=True)
+    ran = CliRunner().invoke(cli.main, ["gradescope", "run", "--root", str(root)])
+    assert ran.exit_code == 1 and "harness error" in ran.output and "rebuild the autograder zip" in ran.output
+    assert not (root / "results" / "results.json").exists()
+
+
+def test_marking_a_public_or_unknown_check_is_refused_at_build_time(tmp_path):
+    for check, words in (("matmul.shapes.lecture", "is a public check"), ("matmul.nope", "is not a check")):
+        course = tmp_path / "course.toml"
+        course.write_text(f'[gradescope]\nvisible_after_due = ["{check}"]\n')
+        done = CliRunner().invoke(cli.main, ["gradescope", "build", "--out", str(tmp_path / "a.zip"),
+                                             "--course", str(course)])
+        assert done.exit_code == 1 and words in done.output, done.output
