@@ -12,7 +12,7 @@ PYTEST = $(PYTHON) -m pytest -p grader.plugin
 install: system-packages
 	$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install -q "$(TORCH_PIN)"
 	$(PYTHON) -c "import triton" 2>/dev/null || $(PIP) install -q "$(TRITON_PIN)"
-	$(PIP) install -q -e ".[dev]"
+	$(PIP) install -q -e ".[dev,course]"   # course: copydetect, for `grader similarity` and its tests
 	@# `make handout` installs the handout offline with this environment's setuptools (no build
 	@# isolation): a fresh venv's bundled setuptools 65 cannot build an editable wheel.
 	$(PYTHON) -c "import setuptools.command.bdist_wheel" 2>/dev/null || $(PYTHON) -c "import wheel" 2>/dev/null \
