@@ -9,7 +9,7 @@ from grader.perf.record import PerfResult, Round
 from grader.points import load_points
 from grader.report import model
 from grader.report.student_files import write_submission_outputs
-from grader.results import END_LINE, header_line, record_line
+from grader.results import END_LINE, header_line, read_stream, record_line
 from grader.results import TestRecord as Record
 
 POINTS = {
@@ -69,7 +69,8 @@ def graded(points, student: str, correct: int = 1, ratios=(0.9, 0.8), device: st
     stream = "\n".join([header_line("x", device, {}, []), *map(record_line, records), END_LINE])
     base = {"late": None, "submitted_at": "", "suite": "all", "files": {"matmul": "ab"}, "ignored": [],
             "missing": [], "sandbox": "bubblewrap", "grader_version": "0", "timing": {"total_s": 12.3}}
-    return model.build_result(student, points, stream, status, "", "", base | context, suites=("public", "hidden"))
+    return model.build_result(student, points, read_stream(stream), status, "", "", base | context,
+                              suites=("public", "hidden"))
 
 
 def write_results(out: Path, results) -> Path:

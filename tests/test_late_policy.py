@@ -134,3 +134,20 @@ def test_report_with_a_new_course_file_applies_an_extension_without_a_regrade(tm
     assert row["late"] == "no" and row["penalty"] == "0" and row["final"] == row["total"]
     assert "extended from" in (out / "bob" / "report.html").read_text()
     assert (out / "bob" / "result.json").read_text() == grade_before
+
+
+def test_grade_keeps_the_course_file_in_the_output_folder_and_refuses_a_bad_one_before_grading(tmp_path,
+                                                                                              monkeypatch):
+    from grader.grade import runner
+
+    graded_with = []
+    monkeypatch.setattr(runner, "grade_all", lambda **options: graded_with.append(options) or 0)
+    (tmp_path / "subs").mkdir()
+    out = tmp_path / "out"
+    done = CliRunner().invoke(cli.main, ["grade", str(tmp_path / "subs"), "--out", str(out),
+                                         "--course", str(_course(tmp_path))])
+    assert done.exit_code == 0, done.output
+    assert (out / "course.toml").read_text() == textwrap.dedent(COURSE) and "course" not in graded_with[0]
+    bad = _course(tmp_path, "[late]\npenalty = 10\n", name="bad.toml")
+    done = CliRunner().invoke(cli.main, ["grade", str(tmp_path / "subs"), "--out", str(out), "--course", str(bad)])
+    assert done.exit_code == 1 and "[late] needs assignment.due" in done.output and len(graded_with) == 1
