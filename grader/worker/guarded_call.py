@@ -5,17 +5,19 @@ for a student's local run (grader.impl.InProcessImpl)."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 
 def execute(modules, kind, target, args, kwargs, rules):
     """(result, claims) of `kind` "call" (target = (module, function)) or "run" (target(modules, ...))."""
-    from grader.guards import count_triton_launches, forbid_ops, runtime_forbidden
+    from grader.guards import count_triton_launches, forbid_ops, runtime_forbidden, wrapper_ops_only
 
     __tracebackhide__ = True  # noqa: F841 - in-process runs: pytest shows the student's frames only
     forbid, require_triton = rules
     result = None
-    with count_triton_launches() as launches, forbid_ops(runtime_forbidden(forbid, require_triton)) as hits:
+    with count_triton_launches() as launches, forbid_ops(runtime_forbidden(forbid, require_triton)) as hits, \
+            (wrapper_ops_only(hits) if require_triton and forbid else contextlib.nullcontext()):
         try:
             if kind == "call":
                 module_name, function_name = target
