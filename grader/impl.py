@@ -131,7 +131,8 @@ class Impl:
         math_ops = TENSOR_MATH_OPS if self._rules.require_triton else ()
         try:
             findings = forbidden_calls(self.source(module), list(entries), self._rules.forbid, math_ops,
-                                       siblings={m: text for m, text in self._sources.items() if text}, module=module)
+                                       siblings={m: text for m, text in self._sources.items() if text}, module=module,
+                                       wrapper_only=self._rules.require_triton)
         except SyntaxError:
             return  # the import fails in the worker and reports it
         if findings:
