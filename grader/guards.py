@@ -4,8 +4,8 @@
 every torch function and tensor method), so a "Triton kernel" that calls torch.matmul or SDPA fails.
 Where a Triton kernel is required, `wrapper_ops_only` also refuses every op outside the wrapper
 allow-list (grader.wrapper_ops) that the student's code calls; the harness's own code in the same call
-(a timing loop, a backward it starts) and Triton's handling of a launch's arguments are not the
-student's, and the code a module runs at import cannot see the inputs. `count_triton_launches` counts
+(a timing loop, its input copies) and Triton's handling of a launch's arguments are not the student's,
+and the code a module runs at import cannot see the inputs. `count_triton_launches` counts
 kernel launches, so a function that launches nothing fails. All run in the worker in isolated mode, so
 they are claims: `grader.scan` backs them with a static scan.
 """
@@ -54,11 +54,14 @@ class _ForbidMode(TorchFunctionMode):
         self.hits = hits
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.refuse_named(func)
+        return func(*args, **(kwargs or {}))
+
+    def refuse_named(self, func) -> None:
         name = getattr(func, "__name__", "").split(".")[0]  # aten overloads are named "mm.default"
         if name in self.names:
             self.hits.append(name)
             raise ForbiddenOpError(f"torch.{name} is not allowed inside this function")
-        return func(*args, **(kwargs or {}))
 
 
 @contextlib.contextmanager
@@ -72,20 +75,20 @@ def forbid_ops(names: tuple[str, ...]):
         yield hits
 
 
-class _WrapperOpsMode(TorchFunctionMode):
-    """Refuses the ops outside the wrapper allow-list that student code calls (see `_caller`)."""
+class _WrapperOpsMode(_ForbidMode):
+    """`forbid_ops`, and the ops outside the wrapper allow-list that student code calls (see `_caller`)."""
 
-    def __init__(self, hits: list[str]):
-        super().__init__()
-        self.hits = hits
+    def __init__(self, names: tuple[str, ...]):
+        super().__init__(names, [])
         self._base = None   # the frame that entered the guard: frames below it are the harness's
 
-    def __enter__(self):
-        if self._base is None:
-            self._base = sys._getframe(1)
-        return super().__enter__()
+    def __enter__(self) -> list[str]:
+        self._base = sys._getframe(1)
+        super().__enter__()
+        return self.hits
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.refuse_named(func)
         if id(_op_object(func)) not in _wrapper_op_ids() and _caller(sys._getframe(1), self._base) == "student":
             name = _op_name(func)
             self.hits.append(name)
@@ -94,10 +97,12 @@ class _WrapperOpsMode(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def wrapper_ops_only(hits: list[str]) -> _WrapperOpsMode:
-    """A guard to enter (`with`) in the frame that calls the student's code; refusals go to `hits`."""
+def wrapper_ops_only(names: tuple[str, ...]) -> _WrapperOpsMode:
+    """`forbid_ops(names)` where a Triton kernel is required: every op outside the wrapper allow-list
+    that the student's code calls is refused too. Enter it (`with ... as hits`) in the frame that calls
+    the student's code: the frames below it are the harness's."""
     _hook_triton_launches()
-    return _WrapperOpsMode(hits)
+    return _WrapperOpsMode(tuple(names))
 
 
 def _op_object(func):

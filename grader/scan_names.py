@@ -15,7 +15,6 @@ what a name is and not what it is called (grader.scan).
 from __future__ import annotations
 
 import ast
-import copy
 import importlib.util
 import sys
 from dataclasses import dataclass, field
@@ -29,14 +28,25 @@ MAIN_RUNNERS = {"runpy", "pdb", "bdb", "code", "codeop", "doctest", "timeit", "p
 
 def graded_tree(tree: ast.Module) -> ast.Module:
     """The module without the code that cannot run when it is graded."""
-    pruned = _DeadCode(keep_main=False).visit(copy.deepcopy(tree))
-    if _rebinds_dunder_name(tree) or _imports_a_main_runner(pruned):
-        return _DeadCode(keep_main=True).visit(tree)
-    return pruned
+    live = list(_outside_main_blocks(tree))
+    return _DeadCode(keep_main=_rebinds_dunder_name(live) or _imports_a_main_runner(live)).visit(tree)
 
 
-def _imports_a_main_runner(tree) -> bool:
-    for node in ast.walk(tree):
+def _outside_main_blocks(tree):
+    """Every node but those of `if __name__ == "__main__":` branches."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        branch = _main_guard(node.test) if isinstance(node, ast.If) else None
+        if branch is None:
+            stack.extend(ast.iter_child_nodes(node))
+        else:
+            stack.extend([node.test, *(node.orelse if branch == "body" else node.body)])
+
+
+def _imports_a_main_runner(nodes) -> bool:
+    for node in nodes:
         if isinstance(node, ast.Import) and any(a.name.split(".")[0] in MAIN_RUNNERS for a in node.names):
             return True
         if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in MAIN_RUNNERS:
@@ -73,13 +83,13 @@ def _main_guard(test) -> str | None:
     return "body" if isinstance(test.ops[0], ast.Eq) else "orelse"
 
 
-def _rebinds_dunder_name(tree) -> bool:
-    return "__name__" in _binding_names(tree)
+def _rebinds_dunder_name(nodes) -> bool:
+    return "__name__" in _binding_names(nodes)
 
 
-def _binding_names(tree) -> set[str]:
+def _binding_names(nodes) -> set[str]:
     names = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
@@ -117,7 +127,7 @@ def _importable(module: str) -> bool:
         return False
     try:
         return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
+    except Exception:  # noqa: BLE001 - whatever the import does, the fallback may run
         return False
 
 
@@ -128,7 +138,7 @@ def _importable_from(module: str, name: str) -> bool:
     try:
         return hasattr(importlib.import_module(module), name) or \
             importlib.util.find_spec(f"{module}.{name}") is not None
-    except (ImportError, ValueError):
+    except Exception:  # noqa: BLE001 - whatever the import does, the fallback may run
         return False
 
 
@@ -181,7 +191,7 @@ class Names:
         bindings = self._bindings.get(name)
         paths = [path for path in (bindings.imports if bindings else []) if _judged(path)]
         if bindings is None:
-            paths += [f"{module}.{name}" for module in self.star_imports if _judged(module)]
+            paths += [f"{module}.{name}" for module in self.star_imports if _judged(module) and _exports(module, name)]
         return paths
 
     def is_safe_root(self, name: str, family: str | None = None) -> bool:
@@ -202,6 +212,16 @@ class Names:
         bindings = self._bindings.get(name)
         return (bindings is not None and not bindings.others and bool(bindings.imports)
                 and all(path.startswith(".") or path.split(".")[0] == "assignment" for path in bindings.imports))
+
+
+def _exports(module: str, name: str) -> bool:
+    """Does `from module import *` bind `name`?"""
+    try:
+        imported = importlib.import_module(module)
+    except Exception:  # noqa: BLE001 - the import fails in the worker too
+        return False
+    public = getattr(imported, "__all__", None)
+    return name in public if public is not None else hasattr(imported, name) and not name.startswith("_")
 
 
 def _judged(path: str) -> bool:

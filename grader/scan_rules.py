@@ -94,7 +94,7 @@ def _is_module(module: str, name: str) -> bool:
     """`from torch.nn import functional`: a module, judged where its functions are used."""
     try:
         return isinstance(getattr(importlib.import_module(module), name, None), types.ModuleType)
-    except ImportError:
+    except Exception:  # noqa: BLE001 - not importable here: judged as a name
         return False
 
 

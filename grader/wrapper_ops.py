@@ -17,7 +17,7 @@ TORCH_FUNCTIONS = (
     # lay out (views and copies that compute nothing)
     "reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose", "swapaxes", "swapdims",
     "permute", "movedim", "moveaxis", "narrow", "select", "split", "tensor_split", "chunk", "unbind",
-    "as_strided", "broadcast_to", "t", "cat", "concat", "concatenate", "stack",
+    "as_strided", "broadcast_to", "t", "cat", "concat", "concatenate", "stack", "repeat_interleave", "tile",
     # ask
     "is_tensor", "is_floating_point", "is_complex", "numel", "result_type", "promote_types", "can_cast",
     "broadcast_shapes", "get_default_dtype", "isnan", "isinf", "isfinite", "isposinf", "isneginf",
@@ -30,7 +30,8 @@ TENSOR_OPS = (
     "squeeze_", "unsqueeze_", "transpose", "transpose_", "t", "t_", "T", "mT", "permute", "movedim",
     "moveaxis", "swapaxes", "swapdims", "expand", "expand_as", "broadcast_to", "narrow", "select", "split",
     "split_with_sizes", "tensor_split", "chunk", "unbind", "unfold", "as_strided", "contiguous", "real",
-    "imag", "values", "__getitem__", "__setitem__", "__len__", "__iter__",
+    "imag", "values", "repeat", "repeat_interleave", "tile", "resize_", "__getitem__", "__setitem__",
+    "__len__", "__iter__", "__hash__",
     # allocate and copy (no arithmetic)
     "new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full", "new_tensor", "zero_", "fill_",
     "clone", "copy_", "detach", "detach_", "to", "type", "type_as", "float", "double", "half", "bfloat16",

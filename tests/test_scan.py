@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -533,3 +535,25 @@ def test_a_main_block_counts_when_the_module_can_run_its_source_as_main(runner):
                 return torch.softmax(x, -1)
     """
     assert any("uses .softmax" in f for f in scan(source, ["softmax_triton"]))
+
+
+@pytest.mark.parametrize("variant, entry_sets, ops", [
+    ("self_named_softmax", [["softmax_triton"]], SOFTMAX_OPS),
+    ("main_block_demo", [["flash_attention_forward"], ["FlashAttentionTriton", "flash_attention"]], ATTENTION_OPS),
+])
+def test_reference_variants_with_an_own_softmax_or_a_main_demo_pass_like_the_reference(variant, entry_sets, ops):
+    from grader.worker.modules import REPO_ROOT
+
+    text = (Path(__file__).parent / "scan_variants" / f"{variant}.py").read_text()
+    module = re.search(r"^# target: (\w+)$", text, re.MULTILINE).group(1)
+    source = (REPO_ROOT / "solutions" / f"{module}.py").read_text() + "\n\n" + text
+    for entries in entry_sets:
+        for wrapper_only in (False, True):
+            assert forbidden_calls(source, entries, ops, TENSOR_MATH_OPS, module=module,
+                                   wrapper_only=wrapper_only) == [], (entries, wrapper_only)
+
+
+def test_a_star_import_from_torch_binds_only_what_torch_exports():
+    source = "from torch import *\n\ndef softmax_triton(x):\n    return len(x), isinstance(x, tuple), softmax(x, -1)\n"
+    findings = [str(f) for f in forbidden_calls(source, ["softmax_triton"], SOFTMAX_OPS, wrapper_only=True)]
+    assert [f for f in findings if "softmax()" in f] and not [f for f in findings if "len" in f or "isinstance" in f]

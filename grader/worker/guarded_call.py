@@ -5,7 +5,6 @@ for a student's local run (grader.impl.InProcessImpl)."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
 
 
@@ -15,9 +14,10 @@ def execute(modules, kind, target, args, kwargs, rules):
 
     __tracebackhide__ = True  # noqa: F841 - in-process runs: pytest shows the student's frames only
     forbid, require_triton = rules
+    names = runtime_forbidden(forbid, require_triton)
     result = None
-    with count_triton_launches() as launches, forbid_ops(runtime_forbidden(forbid, require_triton)) as hits, \
-            (wrapper_ops_only(hits) if require_triton and forbid else contextlib.nullcontext()):
+    with count_triton_launches() as launches, \
+            (wrapper_ops_only(names) if require_triton and forbid else forbid_ops(names)) as hits:
         try:
             if kind == "call":
                 module_name, function_name = target
