@@ -39,6 +39,8 @@ from grader.scan_rules import Place, Rules, findings_in
 TORCH_MODULES = ("torch", "numpy")
 CODE_RUNNERS = {"eval", "exec", "compile", "__import__", "globals", "locals", "__builtins__", "breakpoint"}
 DYNAMIC_MODULES = {"importlib", "builtins"}   # (ctypes reaches no Python name: left to the guards)
+BUILTIN_DECORATORS = {"staticmethod", "classmethod", "property"}
+WRAPPING_MODULES = {"functools", "dataclasses", "contextlib", "typing", "abc"}   # decorators that keep nothing
 PURE_BUILDERS = {"dict", "list", "tuple", "set", "frozenset", "SimpleNamespace", "float", "int", "str", "range"}
 NAME_GETTERS = {"attrgetter", "methodcaller", "import_module", "__getattribute__", "__getattr__"}
 # Namespaces and code objects reached at run time: a module's globals, a frame's, a function's code.
@@ -145,12 +147,13 @@ class _Index:
         self.import_roots = self._stored_at_import()
 
     def place(self, self_name: str | None = None, owner: str | None = None) -> Place:
-        return Place(self.names, self.members, self_name, owner)
+        return Place(self.names, self.members, self_name, owner, self.is_kernel)
 
     def _stored_at_import(self) -> list[str]:
         """Entries for what import-time code may have stored anywhere: every name it mentions (unless it
-        only builds the value of a plain name, which is followed through that name), and the functions
-        it hands to a decorator that is not Triton's."""
+        only builds the value of a plain name, which is followed through that name), the functions and
+        classes it hands to a decorator of the submission's own, and the classes that a base's
+        `__init_subclass__` or a metaclass sees being defined."""
         roots = []
         for _, nodes in self.import_time:
             for node in nodes:
@@ -158,11 +161,34 @@ class _Index:
                     roots += [f"{name}.{member}" if member else name
                               for name, member in _references([node], self, None, None)]
         for name, nodes in self.functions.items():
-            roots += [name for node in nodes if node.decorator_list and not self.is_kernel(node)]
+            roots += [name for node in nodes if not self.is_kernel(node) and self._may_store(node.decorator_list)]
         for name, classes in self.classes.items():
-            roots += [f"{name}.{method}" for cls in classes for method, nodes in cls.methods.items()
-                      for node in nodes if any(not _is_builtin_decorator(d) for d in node.decorator_list)]
+            for cls in classes:
+                if self._may_store(cls.node.decorator_list) or cls.node.keywords or self._sees_subclasses(cls):
+                    roots.append(name)
+                roots += [f"{name}.{method}" for method, nodes in cls.methods.items()
+                          for node in nodes if self._may_store(node.decorator_list)]
         return roots
+
+    def _may_store(self, decorators) -> bool:
+        """A decorator that could keep the function somewhere: anything but Python's, PyTorch's, Triton's
+        and the standard wrappers, or one that mentions the submission's own code."""
+        for decorator in decorators:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            root = _root_name(target) or ""
+            mentions_own = any(isinstance(n, ast.Name) and n.id != root and self.names.defined_here(n.id)
+                               and (n.id in self.functions or n.id in self.classes or n.id in self.bindings)
+                               for n in ast.walk(decorator))
+            known = (isinstance(target, ast.Name) and target.id in BUILTIN_DECORATORS) \
+                or bool(self.names.torch_paths(root)) or self.names.is_safe_root(root, "triton") \
+                or any(path.split(".")[0] in WRAPPING_MODULES for path in self.names.import_paths(root))
+            if mentions_own or not known:
+                return True
+        return False
+
+    def _sees_subclasses(self, cls) -> bool:
+        bases = [b.id for b in cls.node.bases if isinstance(b, ast.Name) and b.id in self.classes]
+        return any("__init_subclass__" in base.methods for name in bases for base in self.classes[name])
 
     def _builds_a_plain_value(self, node) -> bool:
         """`NAME = dict(a=f)`: containers built by builtins, bound to plain names, store nothing elsewhere."""
@@ -293,13 +319,11 @@ class _Index:
                    any(statement is s for body in n.body for s in ast.walk(body)) for n in ast.walk(function))
 
 
-def _is_builtin_decorator(node) -> bool:
-    return isinstance(node, ast.Name) and node.id in ("staticmethod", "classmethod", "property")
-
-
 def _definition_header(node) -> list[ast.AST]:
+    """Decorators (as the calls they are: applied at import) and default arguments."""
     args = node.args
-    return [*node.decorator_list, *args.defaults, *[d for d in args.kw_defaults if d is not None]]
+    applied = [ast.copy_location(ast.Call(func=d, args=[], keywords=[]), d) for d in node.decorator_list]
+    return [*applied, *args.defaults, *[d for d in args.kw_defaults if d is not None]]
 
 
 def _class_attributes(cls) -> set[str]:

@@ -194,6 +194,11 @@ class Names:
             paths += [f"{module}.{name}" for module in self.star_imports if _judged(module) and _exports(module, name)]
         return paths
 
+    def import_paths(self, name: str) -> list[str]:
+        """What imports bound `name` to, when nothing else binds it."""
+        bindings = self._bindings.get(name)
+        return list(bindings.imports) if bindings and not bindings.others else []
+
     def is_safe_root(self, name: str, family: str | None = None) -> bool:
         """Every binding of `name` is an import of triton (or math): attributes of it run no PyTorch."""
         bindings = self._bindings.get(name)

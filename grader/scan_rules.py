@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import importlib
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -44,11 +45,13 @@ class Rules:
 
 @dataclass(frozen=True)
 class Place:
-    """Where a unit of code sits: its module's names, its classes' members, and its class, if any."""
+    """Where a unit of code sits: its module's names, its classes' members, its class if any, and how
+    to tell a kernel (`@triton.jit`, also nested in a function)."""
     names: Names
     members: dict[str, set[str]]      # module-level class -> its methods and class attributes
     self_name: str | None = None
     owner: str | None = None
+    is_kernel: Callable[[ast.AST], bool] = lambda node: False
 
 
 def findings_in(nodes, rules: Rules, place: Place, *, in_kernel: bool, import_time: bool = False):
@@ -59,13 +62,24 @@ def findings_in(nodes, rules: Rules, place: Place, *, in_kernel: bool, import_ti
         skipped = _annotation_nodes(node)
         if isinstance(node, ast.ImportFrom):
             found |= _imports(node, rules, in_kernel, import_time)
-        for child in ast.walk(node):
+        for child, kernel in _walk(node, in_kernel, place):
             if id(child) in skipped:
                 continue
-            what = _judge_node(child, parents, rules, place, in_kernel, import_time)
+            what = _judge_node(child, parents, rules, place, kernel, import_time)
             if what:
                 found.add((child.lineno, what))
     return found
+
+
+def _walk(node, in_kernel: bool, place: Place):
+    """(node, inside a kernel?) for `node` and everything in it: a kernel defined inside a function is one."""
+    stack = [(node, in_kernel)]
+    while stack:
+        child, kernel = stack.pop()
+        yield child, kernel
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and child is not node:
+            kernel = kernel or place.is_kernel(child)
+        stack.extend((grandchild, kernel) for grandchild in ast.iter_child_nodes(child))
 
 
 def _judge_node(child, parents, rules: Rules, place: Place, in_kernel: bool, import_time: bool) -> str | None:
@@ -74,6 +88,8 @@ def _judge_node(child, parents, rules: Rules, place: Place, in_kernel: bool, imp
         return "the @ operator (a PyTorch matmul)"
     if isinstance(child, ast.Attribute):
         return _judge_attribute(child, parents, rules, place, in_kernel, import_time)
+    if _literal_getattr(child, place.names):
+        return _judge_member(child.args[1].value, rules, in_kernel, kept=True)
     if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
         return _judge_name(child, parents, rules, place, in_kernel, import_time)
     if isinstance(child, ast.Constant) and isinstance(child.value, str) and child.value in rules.ops:
@@ -161,6 +177,13 @@ def _judge_member(attr: str, rules: Rules, in_kernel: bool, kept: bool) -> str |
             and attr not in wrapper_ops.TENSOR_OPS and attr not in PYTHON_METHODS:
         return f"uses .{attr} (a PyTorch tensor op; {WRAPPER_HINT})"
     return None
+
+
+def _literal_getattr(node, names: Names) -> bool:
+    """`getattr(x, "addmm_")`: an attribute by another spelling."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+        and not names.defined_here("getattr") and len(node.args) >= 2 \
+        and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
 
 
 def _student_member(root: str, attr: str, place: Place) -> bool:

@@ -557,3 +557,66 @@ def test_a_star_import_from_torch_binds_only_what_torch_exports():
     source = "from torch import *\n\ndef softmax_triton(x):\n    return len(x), isinstance(x, tuple), softmax(x, -1)\n"
     findings = [str(f) for f in forbidden_calls(source, ["softmax_triton"], SOFTMAX_OPS, wrapper_only=True)]
     assert [f for f in findings if "softmax()" in f] and not [f for f in findings if "len" in f or "isinstance" in f]
+
+
+def test_a_literal_getattr_is_judged_like_the_attribute():
+    assert wrapper_scan('def matmul(a, b):\n    return getattr(torch.zeros(2, 2), "addmm_")(a, b)\n')
+    assert wrapper_scan('def matmul(a, b):\n    return getattr(a, "shape")\n') == []
+
+
+def test_functions_wrapped_by_pytorch_or_functools_decorators_are_not_followed_from_every_entry():
+    body = """
+        import functools
+
+        @torch.compile
+        def _pytorch_backward(a, b):
+            return a.cummax(-1)
+
+        @functools.lru_cache
+        def _config(n):
+            return torch.arange(n).cummax(0)
+
+        def matmul(a, b):
+            return torch.empty_like(a)
+    """
+    assert wrapper_scan(body) == []
+
+
+def test_classes_a_base_sees_being_defined_are_followed():
+    source = """
+        import torch
+
+        class Registered:
+            kinds = []
+
+            def __init_subclass__(cls):
+                Registered.kinds.append(cls)
+
+        class Rows(Registered):
+            @staticmethod
+            def run(x):
+                return torch.softmax(x, -1)
+
+        def softmax_triton(x):
+            return Registered.kinds[0].run(x)
+    """
+    assert any("Rows.run: uses .softmax" in f for f in scan(source, ["softmax_triton"]))
+
+
+def test_a_kernel_defined_inside_a_function_is_a_kernel():
+    body = """
+        def make_matmul():
+            @triton.jit
+            def _kernel(x_ptr):
+                x = tl.load(x_ptr)
+                tl.store(x_ptr, x.abs().argmax(0))
+
+            def matmul(a, b):
+                _kernel[(1,)](a)
+                return a.cummax(0)
+            return matmul
+
+        matmul = make_matmul()
+    """
+    assert [f for f in wrapper_scan(body) if "abs" in f or "argmax" in f] == []
+    assert [f for f in wrapper_scan(body) if "cummax" in f]
