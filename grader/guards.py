@@ -93,7 +93,7 @@ class _WrapperOpsMode(_ForbidMode):
             name = _op_name(func)
             self.hits.append(name)
             raise ForbiddenOpError(f"torch.{name} is not allowed inside this function: around a Triton "
-                                   "kernel only allocation, layout, queries and launches are")
+                                   "kernel only allocation, layout, queries and launches are allowed")
         return func(*args, **(kwargs or {}))
 
 

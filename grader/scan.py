@@ -141,6 +141,7 @@ class _Index:
         self.import_time: list[tuple[str, list[ast.AST]]] = []
         self._sibling_imports: list[tuple[str, str | None]] = []
         self._collect(self.tree.body)
+        self._import_statements = list(self.import_time)    # module level; headers are added below
         self.members = {name: {member for cls in classes for member in [*cls.methods, *_class_attributes(cls)]}
                         for name, classes in self.classes.items()}
         self._add_definition_headers()
@@ -150,25 +151,35 @@ class _Index:
         return Place(self.names, self.members, self_name, owner, self.is_kernel)
 
     def _stored_at_import(self) -> list[str]:
-        """Entries for what import-time code may have stored anywhere: every name it mentions (unless it
-        only builds the value of a plain name, which is followed through that name), the functions and
-        classes it hands to a decorator of the submission's own, and the classes that a base's
-        `__init_subclass__` or a metaclass sees being defined."""
-        roots = []
-        for _, nodes in self.import_time:
-            for node in nodes:
-                if not self._builds_a_plain_value(node):
-                    roots += [f"{name}.{member}" if member else name
-                              for name, member in _references([node], self, None, None)]
+        """Entries for what import-time code may have stored anywhere: every name that module and class
+        body statements mention (unless one only builds the value of a plain name, which is followed
+        through that name), and what a decorator of the submission's own receives or mentions, and the
+        classes that a base's `__init_subclass__` or a metaclass sees being defined. (Default arguments
+        and PyTorch's or Triton's decorators keep what they hold in the function: followed with it.)"""
+        statements = [node for _, nodes in self._import_statements for node in nodes]
+        for classes in self.classes.values():
+            for cls in classes:
+                statements += cls.shell[len(cls.node.decorator_list) + len(cls.node.bases) + len(cls.node.keywords):]
+        roots = [f"{name}.{member}" if member else name for node in statements if not self._builds_a_plain_value(node)
+                 for name, member in _references([node], self, None, None)]
         for name, nodes in self.functions.items():
-            roots += [name for node in nodes if not self.is_kernel(node) and self._may_store(node.decorator_list)]
+            for node in nodes:
+                roots += self._handed_to_decorators(name, node)
         for name, classes in self.classes.items():
             for cls in classes:
-                if self._may_store(cls.node.decorator_list) or cls.node.keywords or self._sees_subclasses(cls):
+                roots += self._handed_to_decorators(name, cls.node)
+                if cls.node.keywords or self._sees_subclasses(cls):
                     roots.append(name)
-                roots += [f"{name}.{method}" for method, nodes in cls.methods.items()
-                          for node in nodes if self._may_store(node.decorator_list)]
+                for method, nodes in cls.methods.items():
+                    for node in nodes:
+                        roots += self._handed_to_decorators(f"{name}.{method}", node)
         return roots
+
+    def _handed_to_decorators(self, name: str, node) -> list[str]:
+        storing = [d for d in node.decorator_list if self._may_store([d])]
+        if not storing or (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and self.is_kernel(node)):
+            return []
+        return [name] + [f"{n}.{m}" if m else n for n, m in _references(storing, self, None, None)]
 
     def _may_store(self, decorators) -> bool:
         """A decorator that could keep the function somewhere: anything but Python's, PyTorch's, Triton's

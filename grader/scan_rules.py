@@ -145,9 +145,8 @@ def _judge_attribute(node: ast.Attribute, parents, rules, place: Place, in_kerne
             return None                               # judged whole, at the chain's last attribute
         for path in paths:
             full = ".".join([path, *parts])
-            what = _judge_path(full, rules, in_kernel, kept)
-            if what and rules.wrapper_only and isinstance(node.ctx, (ast.Store, ast.Del)):
-                return f"stores into {full} (patches PyTorch; {WRAPPER_HINT})"
+            stored = isinstance(node.ctx, (ast.Store, ast.Del))   # what it stores is followed instead
+            what = _judge_path(full, Rules(rules.ops, rules.method_ops, False) if stored else rules, in_kernel, kept)
             if what:
                 return what
         return None

@@ -620,3 +620,20 @@ def test_a_kernel_defined_inside_a_function_is_a_kernel():
     """
     assert [f for f in wrapper_scan(body) if "abs" in f or "argmax" in f] == []
     assert [f for f in wrapper_scan(body) if "cummax" in f]
+
+
+def test_a_default_argument_is_followed_with_its_function_only():
+    source = """
+        import torch
+
+        def softmax_triton(x):
+            return x
+
+        def softmax_triton(x, _kernel=softmax_triton):
+            return torch.softmax(x, -1)
+
+        def online_softmax(x):
+            return x
+    """
+    assert scan(source, ["online_softmax"]) == []
+    assert scan(source, ["softmax_triton"]) != []
