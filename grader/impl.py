@@ -65,6 +65,7 @@ class Impl:
         self._rules = _Rules()
         # The scan's copy, taken before any student code runs: the worker can rewrite the files later.
         self._sources = _read_sources(spec.directory)
+        self._scanned: dict[tuple, list] = {}
 
     @contextlib.contextmanager
     def guards(self, forbid: tuple[str, ...] = (), require_triton: bool = False,
@@ -129,11 +130,16 @@ class Impl:
 
         module, entries = target
         math_ops = TENSOR_MATH_OPS if self._rules.require_triton else ()
-        try:
-            findings = forbidden_calls(self.source(module), list(entries), self._rules.forbid, math_ops,
-                                       siblings={m: text for m, text in self._sources.items() if text}, module=module)
-        except SyntaxError:
-            return  # the import fails in the worker and reports it
+        key = (module, tuple(entries), self._rules.forbid, self._rules.require_triton)
+        if key not in self._scanned:   # the sources never change: one scan per entry and rules
+            try:
+                self._scanned[key] = forbidden_calls(
+                    self.source(module), list(entries), self._rules.forbid, math_ops,
+                    siblings={m: text for m, text in self._sources.items() if text}, module=module,
+                    wrapper_only=self._rules.require_triton)
+            except SyntaxError:
+                self._scanned[key] = []   # the import fails in the worker and reports it
+        findings = self._scanned[key]
         if findings:
             raise RuleViolation(f"{module}.py uses operations not allowed here (write them as Triton "
                                 "kernels): " + "; ".join(str(finding) for finding in findings[:5]))

@@ -10,12 +10,14 @@ import sys
 
 def execute(modules, kind, target, args, kwargs, rules):
     """(result, claims) of `kind` "call" (target = (module, function)) or "run" (target(modules, ...))."""
-    from grader.guards import count_triton_launches, forbid_ops, runtime_forbidden
+    from grader.guards import count_triton_launches, forbid_ops, runtime_forbidden, wrapper_ops_only
 
     __tracebackhide__ = True  # noqa: F841 - in-process runs: pytest shows the student's frames only
     forbid, require_triton = rules
+    names = runtime_forbidden(forbid, require_triton)
     result = None
-    with count_triton_launches() as launches, forbid_ops(runtime_forbidden(forbid, require_triton)) as hits:
+    with count_triton_launches() as launches, \
+            (wrapper_ops_only(names) if require_triton and forbid else forbid_ops(names)) as hits:
         try:
             if kind == "call":
                 module_name, function_name = target

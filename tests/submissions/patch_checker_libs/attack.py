@@ -49,4 +49,4 @@ _reference_softmax_triton = softmax_triton  # noqa: F821
 
 
 def softmax_triton(x):
-    return _reference_softmax_triton(x) + 1.0
+    return _reference_softmax_triton(x).fill_(0.5)  # wrong, and no arithmetic around the kernel

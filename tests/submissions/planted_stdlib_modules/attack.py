@@ -63,4 +63,4 @@ _reference_matmul = matmul  # noqa: F821
 
 
 def matmul(a, b):
-    return _reference_matmul(a, b) + 1.0
+    return _reference_matmul(a, b).fill_(1.0)  # wrong, and no arithmetic around the kernel
