@@ -14,6 +14,8 @@ import zlib
 import pytest
 import torch
 
+from grader import hints
+
 OUTPUT_FACTOR = 2.0
 GRADIENT_FACTOR = 3.0
 # The floor of the low-precision rule in units of the result dtype's eps times the result's largest
@@ -23,6 +25,8 @@ ULP_FLOOR = 2.0
 # Relative errors (error / largest |reference|) that name their cause: a float32 result off by about
 # TF32's eps (2^-10) was multiplied in TF32; off by about the inputs' eps it was accumulated in them.
 TF32_EPS = 2.0 ** -10
+# TF32 keeps 10 of float32's 23 mantissa bits: the tensor cores drop the low 13 of each operand.
+TF32_DROPPED_BITS = 13
 
 
 def max_abs_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
@@ -37,7 +41,7 @@ def max_abs_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
 
 def assert_close_lowp(actual, reference, naive, *, factor: float = OUTPUT_FACTOR, floor: float = 1e-5,
                       ulps: float = 0.0, input_dtype=None, what: str = "output", context: str = "",
-                      signatures=()) -> None:
+                      signatures=(), tf32_naive=None) -> None:
     """Pass when |actual - reference| <= factor * |naive - reference| + floor + ulps * eps * max|reference|
     (max over elements; eps is that of `actual`'s dtype, so `ulps` sets a floor in units of the result's ulp).
 
@@ -45,47 +49,70 @@ def assert_close_lowp(actual, reference, naive, *, factor: float = OUTPUT_FACTOR
     PyTorch at the low precision under test. `input_dtype` (the inputs' dtype, when it differs from the
     result's) lets a failure say when its size matches a known cause (see `error_signature`);
     `signatures` (grader.diagnose_tensors) name known mistakes by their fingerprints.
+    `tf32_naive` (float32 inputs only): the computation with every product's operands cut to TF32. The
+    bound is then the larger of the float32 one and the one TF32 products allow (the same rule, with
+    TF32's eps in the floor): TF32 has a check of its own, so the other checks set it aside.
     """
     _check_shapes(actual, reference, what, context)
     allowed, scale = lowp_allowed(actual.dtype, reference, naive, factor=factor, floor=floor, ulps=ulps,
-                                  what=what, context=context)
+                                  what=what, context=context, tf32_naive=tf32_naive)
     rule = f"{factor:g} x naive low-precision error + {floor:g}"
     if ulps:
         rule += f" + {ulps:g} ulp of {_dtype_name(actual.dtype)} at |{what}| = {scale:.3g}"
+    if tf32_naive is not None:
+        rule += ", or the same with TF32 products (they are judged by the fp32 precision check)"
     _fail_if_above(actual, reference, allowed, rule, what, context,
                    note=lambda error: error_signature(error, scale, actual.dtype, input_dtype or actual.dtype),
                    signatures=signatures)
 
 
 def lowp_allowed(result_dtype, reference, naive, *, factor: float = OUTPUT_FACTOR, floor: float = 1e-5,
-                 ulps: float = 0.0, what: str = "output", context: str = "") -> tuple[float, float]:
+                 ulps: float = 0.0, what: str = "output", context: str = "",
+                 tf32_naive=None) -> tuple[float, float]:
     """(the largest error `assert_close_lowp` allows, max |reference|): the rule in one place, so a
     seed sweep can measure how far inside the bound a correct implementation stays."""
-    naive_error = max_abs_error(naive.to(reference.dtype), reference)
-    if not math.isfinite(naive_error):
+    scale = _largest_finite(reference)
+    allowed = factor * _yardstick_error(naive, reference, what, context) + floor + ulps * _eps(result_dtype) * scale
+    if tf32_naive is not None:
+        tf32_error = _yardstick_error(tf32_naive, reference, what, context)
+        allowed = max(allowed, factor * tf32_error + floor + ulps * TF32_EPS * scale)
+    return allowed, scale
+
+
+def _yardstick_error(naive, reference, what, context) -> float:
+    error = max_abs_error(naive.to(reference.dtype), reference)
+    if not math.isfinite(error):
         # An overflowing yardstick would allow anything, NaN included: refuse to judge with it.
         raise ValueError(f"{_where(context)}{what}: the naive low-precision result is not finite, so it "
                          "cannot set a tolerance; choose inputs the naive computation survives")
-    scale = _largest_finite(reference)
-    return factor * naive_error + floor + ulps * _eps(result_dtype) * scale, scale
+    return error
+
+
+def truncate_to_tf32(tensor: torch.Tensor) -> torch.Tensor:
+    """float32 values with the low 13 mantissa bits cleared: what a tensor core multiplies in TF32 (the
+    hardware truncates or rounds; truncation is the larger error, so a yardstick built on it covers both)."""
+    bits = tensor.detach().float().contiguous().view(torch.int32)
+    return (bits & -(1 << TF32_DROPPED_BITS)).view(torch.float32)
 
 
 def error_signature(error: float, scale: float, result_dtype, input_dtype) -> str:
-    """A sentence naming the likely cause when an error's size matches a known signature, else ""."""
+    """A sentence naming the likely cause when an error's size matches a known signature and the cause
+    can apply here (grader.hints: TF32 only on a GPU for a kernel with tl.dot), else ""."""
     if not math.isfinite(error) or scale <= 0 or error <= 0:
         return ""
     relative = error / scale
     if result_dtype == torch.float32 and input_dtype == torch.float32 and TF32_EPS / 8 <= relative <= TF32_EPS * 8:
+        if not hints.can_apply(hints.TF32):
+            return ""
         return ("This error is TF32-sized (about 1e-3 relative): on a GPU, tl.dot on float32 inputs multiplies "
-                "in TF32 unless you pass input_precision=\"ieee\"; fp32 checks require IEEE fp32 products "
-                "(the CPU interpreter ignores input_precision, so this shows only on a GPU)")
+                "in TF32 unless you pass input_precision=\"ieee\"; fp32 checks require IEEE fp32 products")
     if input_dtype in (torch.float16, torch.bfloat16):
         eps = _eps(input_dtype)
         name = _dtype_name(input_dtype)
         if result_dtype == torch.float32 and eps / 8 <= relative <= eps * 64:
             return (f"This error is the size of {name} rounding: keep the running max, the running sum and "
                     f"lse in float32 (compute in float32, not in the inputs' {name})")
-        if result_dtype == input_dtype and eps <= relative <= eps * 64:
+        if result_dtype == input_dtype and eps <= relative <= eps * 64 and hints.can_apply(hints.LOW_PRECISION_SUM):
             return (f"This error is several {name} ulps: accumulate in float32 and round to {name} once, "
                     "when storing the result")
     return ""

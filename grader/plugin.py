@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import devices, disposable, results
+from grader import devices, disposable, hints, results
 from grader.errors import not_implemented_cause
 from grader.hints import device_hint
 from grader.points import load_points
@@ -225,10 +225,27 @@ def pytest_runtest_call(item):
     for its warm-up and exclusively for its rounds (grader.perf.measure)."""
     from grader.perf import gpu_lock
 
-    if item.get_closest_marker("perf"):
-        return (yield)
-    with gpu_lock.shared():
-        return (yield)
+    with _hint_circumstances(item):
+        if item.get_closest_marker("perf"):
+            return (yield)
+        with gpu_lock.shared():
+            return (yield)
+
+
+def _hint_circumstances(item):
+    """Hints judge by this machine and the code of the module the test's check belongs to (grader.hints)."""
+    import contextlib
+
+    from grader.worker.modules import ModuleMissing
+
+    impl, check_id = getattr(item, "funcargs", {}).get("impl"), _check_id(item)
+    if impl is None or check_id is None:
+        return contextlib.nullcontext()
+    try:
+        source = impl.source(check_id.split(".")[0])
+    except (ModuleMissing, AttributeError):
+        source = None
+    return hints.circumstances(item.config.stash[GRADING_RUN].policy.on_gpu, source)
 
 
 @pytest.hookimpl(wrapper=True)

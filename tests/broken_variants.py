@@ -145,6 +145,68 @@ VARIANTS = {
          "    o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(is_causal))\n"
          "    return o, torch.logsumexp(scores, dim=-1)\n"),
     )),
+    # One root cause each, with a check of its own (tests/test_one_cause_one_charge.py): every other check
+    # sets the cause aside, so each of these loses that check's points and nothing else.
+    "fa_tf32_sized": Variant("flash_attention", "fp32 o, lse and gradients carry TF32-sized error (cut to 10 "
+                             "mantissa bits: what tl.dot without input_precision=\"ieee\" does on a GPU)", (
+        ("def _dot_precision(dtype):",
+         "@_jit\n"
+         "def _tf32_sized(x):  # BUG stand-in: the error TF32 products make, on any machine\n"
+         "    return (x.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)\n\n\n"
+         "def _dot_precision(dtype):"),
+        ("    tl.store(o_ptrs, o.to(o_ptr.dtype.element_ty), mask=mask_m[:, None])",
+         "    if DOT_PRECISION == \"ieee\":\n"
+         "        o, lse = _tf32_sized(o), _tf32_sized(lse)\n"
+         "    tl.store(o_ptrs, o.to(o_ptr.dtype.element_ty), mask=mask_m[:, None])"),
+        ("    dk = dk * sm_scale\n",
+         "    dk = dk * sm_scale\n"
+         "    if DOT_PRECISION == \"ieee\":\n"
+         "        dk, dv = _tf32_sized(dk), _tf32_sized(dv)\n"),
+        ("    dq = dq * sm_scale\n",
+         "    dq = dq * sm_scale\n"
+         "    if DOT_PRECISION == \"ieee\":\n"
+         "        dq = _tf32_sized(dq)\n"),
+    )),
+    "fa_float32_output": Variant("flash_attention", "the Triton forward returns o in float32 for bf16 and fp16 "
+                                 "inputs (the accumulator's dtype, never rounded to the inputs')", (
+        ("    o = torch.empty_like(q)\n    lse = torch.empty((batch, heads, n_q)",
+         "    o = torch.empty_like(q, dtype=torch.float32)  # BUG: o should have q's dtype\n"
+         "    lse = torch.empty((batch, heads, n_q)"),
+        ("    delta = torch.empty_like(lse)\n",
+         "    delta = torch.empty_like(lse)\n    o, grad_o = o.to(q.dtype), grad_o.to(q.dtype)\n"),
+    )),
+    "fa_pytorch_default_device": Variant("flash_attention", "the PyTorch version allocates on the default device "
+                                         "(no device=q.device), so CUDA inputs meet CPU tensors", (
+        ("    o = torch.empty(q4.shape, dtype=torch.float32, device=q.device)\n"
+         "    lse = torch.empty(q4.shape[:-1], dtype=torch.float32, device=q.device)",
+         "    o = torch.empty(q4.shape, dtype=torch.float32)  # BUG: on the default device\n"
+         "    lse = torch.empty(q4.shape[:-1], dtype=torch.float32)"),
+        ("    dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)\n"
+         "    dk = torch.zeros(k.shape, dtype=torch.float32, device=q.device)\n"
+         "    dv = torch.zeros(v.shape, dtype=torch.float32, device=q.device)",
+         "    dq = torch.zeros(q.shape, dtype=torch.float32)  # BUG: on the default device\n"
+         "    dk = torch.zeros(k.shape, dtype=torch.float32)\n"
+         "    dv = torch.zeros(v.shape, dtype=torch.float32)"),
+    )),
+    "matmul_tf32_sized": Variant("matmul", "fp32 products carry TF32-sized error (the result cut to 10 mantissa "
+                                 "bits: what tl.dot without input_precision=\"ieee\" does on a GPU)", (
+        ("    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn\n",
+         "    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn\n"
+         "    if INPUT_PRECISION == \"ieee\":  # BUG stand-in: the error TF32 products make, on any machine\n"
+         "        acc = (acc.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)\n"),
+    )),
+    "matmul_autotune_three": Variant("matmul", "not a bug: three autotuning configs on every machine, the "
+                                     "interpreter included (it has no benchmarker)", (
+        ("    configs=INTERPRETER_CONFIGS if INTERPRETING else HOPPER_CONFIGS,",
+         "    configs=[_config(32, 32, 32, num_stages=1, num_warps=4, group_m=4),\n"
+         "             _config(64, 32, 64, num_stages=2, num_warps=4),\n"
+         "             _config(32, 64, 32, num_stages=3, num_warps=4)],"),
+    )),
+    "softmax_padding_zero": Variant("softmax", "the one-pass kernel's masked load pads with 0, so the padding "
+                                    "lanes add exp(0 - max) to every short row's sum", (
+        ("    x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=in_bounds, other=float(\"-inf\"))",
+         "    x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=in_bounds)  # BUG: pads with 0"),
+    )),
     "acc_forward_only_6nd": Variant("accounting", "training FLOPs count the forward pass only (2ND)", (
         ("    return _exact(6 * n_params * n_tokens)",
          "    return _exact(2 * n_params * n_tokens)  # BUG: 2 FLOPs per parameter per token"),

@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from grader.numerics import randn
+from grader.numerics import randn, truncate_to_tf32
 from grader.references.attention import (
     assert_backward_matches,
     assert_forward_matches,
@@ -60,6 +60,25 @@ def input_dtype_backward(q, k, v, o, lse, grad_o, is_causal):
         p = p.masked_fill(torch.ones(p.shape[-2:], dtype=torch.bool).triu(1), 0.0)
     ds = p * (grad_o @ v.transpose(-1, -2) - (grad_o * o).sum(-1, keepdim=True))
     return ds @ k * scale, ds.transpose(-1, -2) @ q * scale, p.transpose(-1, -2) @ grad_o
+
+
+def tf32_products(q, k, v, grad_o, is_causal, rescale=True):
+    """fp32 attention, forward and backward, with every product's operands cut to TF32 and fp32 sums: what a
+    kernel whose tl.dot multiplies in TF32 computes. rescale=False drops the online softmax's rescale
+    (every key block's weights against its own max): a wrong algorithm."""
+    t, scale = truncate_to_tf32, 1.0 / math.sqrt(q.shape[-1])
+    s = (t(q) @ t(k).transpose(-1, -2)) * scale
+    if is_causal:
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), -math.inf)
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.exp(s - lse[..., None])
+    if not rescale:
+        blocks = [torch.exp(block - block.amax(-1, keepdim=True)) for block in s.split(16, dim=-1)]
+        p = torch.cat(blocks, dim=-1) / sum(block.sum(-1, keepdim=True) for block in blocks)
+    o = t(p) @ t(v)
+    ds = p * (t(grad_o) @ t(v).transpose(-1, -2) - (grad_o * o).sum(-1, keepdim=True))
+    grads = (t(ds) @ t(k) * scale, t(ds).transpose(-1, -2) @ t(q) * scale, t(p).transpose(-1, -2) @ t(grad_o))
+    return o, lse, grads
 
 
 def draw(seed, dtype, is_causal):
@@ -122,3 +141,33 @@ def test_input_dtype_backward_passes_on_every_seed(dtype):
         grads = input_dtype_backward(q, k, v, o, lse, grad_o, is_causal)
         verdicts.append(verdict(assert_backward_matches, grads, q, k, v, grad_o, is_causal))
     assert verdicts == ["pass"] * len(SEEDS), f"flips: {verdicts}"
+
+
+def tf32_ratios(seed, rescale=True):
+    is_causal = seed % 2 == 1
+    q, k, v, grad_o = draw(seed, torch.float32, is_causal)
+    o, lse, grads = tf32_products(q, k, v, grad_o, is_causal, rescale)
+    ratios = error_ratios(forward_comparisons(o, lse, q, k, v, is_causal, allow_tf32=True), torch.float32)
+    ratios.update(error_ratios(backward_comparisons(grads, q, k, v, grad_o, is_causal, allow_tf32=True),
+                               torch.float32))
+    return ratios
+
+
+def test_tf32_products_stay_within_half_the_bound_that_sets_them_aside_on_every_seed():
+    worst = {}
+    for seed in SEEDS:
+        for what, ratio in tf32_ratios(seed).items():
+            worst[what] = max(worst.get(what, 0.0), ratio)
+    assert max(worst.values()) <= 0.5, f"error / TF32 bound over {len(SEEDS)} seeds: {worst}"
+
+
+def test_tf32_products_fail_the_fp32_bound_on_every_seed():
+    for seed in SEEDS:
+        is_causal = seed % 2 == 1
+        q, k, v, grad_o = draw(seed, torch.float32, is_causal)
+        o, lse, _ = tf32_products(q, k, v, grad_o, is_causal)
+        assert verdict(assert_forward_matches, o, lse, q, k, v, is_causal) == "fail", f"seed {seed}"
+
+
+def test_a_missing_rescale_fails_even_the_tf32_bound_on_every_seed():
+    assert all(tf32_ratios(seed, rescale=False)["o"] > 2.0 for seed in SEEDS)

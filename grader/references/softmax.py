@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from grader import hints
 from grader.numerics import assert_close, assert_close_lowp
 
 
@@ -32,8 +33,32 @@ WORKED_EXAMPLE_WRONG_OUTPUTS = (2.6, 7.0 / 3.0)   # no rescale with blocks [0, l
 WORKED_EXAMPLE_WRONG_LSE = 0.6931471805599453     # ln 2 = ln l: the max ln 3 not added back to ln 6
 
 
-def softmax_signatures(x):
-    """The fingerprints of the classic softmax mistakes for input x (grader.diagnose_tensors)."""
+PADDING_LANES_CAUSE = ("each row came out scaled by one factor below 1, as if its sum had extra terms: the padding "
+                       "lanes past the row's end were counted. A masked tl.load fills them with `other` (0 when "
+                       "not given), and exp(0 - max) adds to the sum: load with other=float(\"-inf\"), whose exp is 0")
+
+
+def padding_lanes_counted(actual, expected) -> bool:
+    """Every row off by its own factor below 1 (a scale explains the error, to a tenth of it plus an ulp of
+    the result), where the code can cause it: a Triton kernel with a masked tl.load padded with something
+    else than -inf (grader.hints)."""
+    if not hints.can_apply(hints.PADDING_LANES) or actual.numel() == 0:
+        return False
+    got, want = actual.double().reshape(-1, actual.shape[-1]), expected.double().reshape(-1, expected.shape[-1])
+    live = want.abs().amax(dim=-1) > 0
+    if not bool(live.any()) or not bool(torch.isfinite(got).all()):
+        return False
+    got, want = got[live], want[live]
+    scale = (got * want).sum(-1, keepdim=True) / (want * want).sum(-1, keepdim=True)   # least squares, per row
+    error, precision = float((got - want).abs().max()), torch.finfo(actual.dtype)
+    explained = (got - scale * want).abs() <= 0.1 * error + precision.eps * want.abs() + precision.tiny
+    noise = precision.eps / 4   # a row's scale is 1 within this when only rounding differs
+    return error > 0 and bool(explained.all()) and bool((scale <= 1 + noise).all()) and bool((scale < 1 - noise).any())
+
+
+def softmax_signatures(x, kernel=False):
+    """The fingerprints of the classic softmax mistakes for input x (grader.diagnose_tensors); `kernel`
+    adds those only a Triton kernel makes."""
     row_max = x.double().amax(dim=-1, keepdim=True) if x.numel() else x.double()
     masked_rows = row_max == float("-inf")
     large_rows = row_max > 11.0  # past fp16's exp range; fp32's is passed by the suites' 1000s
@@ -41,7 +66,8 @@ def softmax_signatures(x):
     def non_finite_in(rows):
         return lambda actual, expected: bool((~torch.isfinite(actual.double()) & rows).any())
 
-    return ((non_finite_in(masked_rows), MASKED_ROW_CAUSE), (non_finite_in(large_rows), OVERFLOW_CAUSE))
+    signatures = ((non_finite_in(masked_rows), MASKED_ROW_CAUSE), (non_finite_in(large_rows), OVERFLOW_CAUSE))
+    return signatures + ((padding_lanes_counted, PADDING_LANES_CAUSE),) if kernel else signatures
 
 
 def assert_softmax_close(actual, x, *, on_gpu, interpreted_kernel=False, context=""):
@@ -49,7 +75,7 @@ def assert_softmax_close(actual, x, *, on_gpu, interpreted_kernel=False, context
     assert actual.dtype == x.dtype, f"[{context}] output dtype {actual.dtype}, expected {x.dtype}"
     assert tuple(actual.shape) == tuple(x.shape), f"[{context}] output shape {tuple(actual.shape)}"
     reference = reference_softmax(x)
-    signatures = softmax_signatures(x)
+    signatures = softmax_signatures(x, kernel=interpreted_kernel)
     if interpreted_kernel and x.dtype == torch.bfloat16 and not on_gpu:
         # Triton's CPU interpreter truncates fp32 -> bf16 (the GPU rounds): allow one bf16 ulp (2^-7 relative)
         assert_close(actual, reference, atol=1e-6, rtol=2.0**-7, what="softmax", context=context,
