@@ -13,6 +13,11 @@ numpy<2.4, so either fix alone suffices.
 The interpreter also narrows fp32 to bfloat16 by dropping the low 16 bits (truncation), where the GPU
 rounds to nearest even; a correct bf16 kernel then looks up to ~4x less accurate on CPU than on GPU.
 We round to nearest even, as the hardware does.
+
+`@triton.autotune` with several configs times each one with the active driver's benchmarker, and the
+interpreter has no driver ("0 active drivers"): the first call crashes before the kernel runs. Timing
+means nothing there anyway, so under the interpreter the autotuner runs one config: the first that the
+kernel's own `early_config_prune` keeps (all of them when that prune needs a GPU), as a GPU run might.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ def patch_interpreter() -> None:
     _patch_bf16_dot(interpreter)
     _patch_scalar_index(interpreter)
     _patch_bf16_rounding(interpreter)
+    _patch_autotune_one_config()
     _PATCHED = True
 
 
@@ -84,6 +90,37 @@ def _patch_bf16_rounding(interpreter) -> None:
 
     interpreter.InterpreterBuilder.cast_impl = cast_impl
     interpreter.InterpreterBuilder.create_fp_to_fp = create_fp_to_fp  # fp_trunc & co. call cast_impl
+
+
+def _patch_autotune_one_config() -> None:
+    from triton.runtime import autotuner
+
+    original_run = autotuner.Autotuner.run
+
+    def run(self, *args, **kwargs):
+        if len(self.configs) <= 1:
+            return original_run(self, *args, **kwargs)
+        every = self.configs
+        self.configs = [interpreter_config(self, args, kwargs)]
+        try:
+            return original_run(self, *args, **kwargs)
+        finally:
+            self.configs = every
+
+    autotuner.Autotuner.run = run
+    autotuner.Autotuner._grader_unpatched_run = original_run
+
+
+def interpreter_config(tuner, args, kwargs):
+    """The one config an autotuned kernel runs in the interpreter: the first its prune keeps."""
+    if tuner.early_config_prune is None:
+        return tuner.configs[0]
+    named = dict(zip(tuner.arg_names, args))
+    try:
+        kept = tuner.early_config_prune(tuner.configs, named, **kwargs)
+    except Exception:  # noqa: BLE001 - a prune that asks the GPU (SM count, shared memory) cannot run here
+        kept = None
+    return kept[0] if kept else tuner.configs[0]
 
 
 def _patch_scalar_index(interpreter) -> None:

@@ -19,10 +19,13 @@ class BadSubmission(GraderError):
 
 def not_implemented_cause(error: BaseException | None) -> NotImplementedError | None:
     """The stub's NotImplementedError in `error` or its causes: Triton's interpreter re-raises one from
-    a kernel as its own InterpreterError, and the worker and the checker must both see through it."""
+    a kernel as its own InterpreterError, and the worker and the checker must both see through it. The
+    interpreter's own NotImplementedError (an operation it lacks) is no stub: grader.interpreter_limits."""
+    from grader.interpreter_limits import interpreter_limit
+
     seen = set()
     while error is not None and id(error) not in seen:
-        if isinstance(error, NotImplementedError):
+        if isinstance(error, NotImplementedError) and interpreter_limit("NotImplementedError", str(error)) is None:
             return error
         seen.add(id(error))
         error = error.__cause__ or error.__context__

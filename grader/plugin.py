@@ -19,6 +19,7 @@ import pytest
 from grader import devices, disposable, hints, results
 from grader.errors import not_implemented_cause
 from grader.hints import device_hint
+from grader.interpreter_limits import interpreter_limit, limit_in_chain, not_run_reason
 from grader.points import load_points
 from grader.scoring import score_checks
 from grader.student_traceback import student_frames
@@ -271,7 +272,9 @@ def pytest_runtest_makereport(item, call):
     if check_id is None:
         return report
     outcome, message = _classify(item, call, report)
-    if outcome == results.NOT_IMPLEMENTED and report.failed:
+    if outcome == results.NOT_RUN_HERE and report.failed:   # a limit of this machine, not a failure
+        report.outcome, report.longrepr = "skipped", (str(item.path), item.location[1] or 0, message)
+    elif outcome == results.NOT_IMPLEMENTED and report.failed:
         report.longrepr = f"not implemented: {message}"
     elif outcome == results.FAILED and call.excinfo is not None and _from_the_worker(call.excinfo.value):
         # what the student needs is the test's line and their own frames, not the checker's plumbing
@@ -296,6 +299,9 @@ def _classify(item, call, report) -> tuple[str, str]:
     if report.passed:
         return results.PASSED, ""
     error = call.excinfo.value if call.excinfo else None
+    limit = _interpreter_limit(item, error) if report.when == "call" else None
+    if limit is not None:
+        return results.NOT_RUN_HERE, limit
     not_implemented = not_implemented_cause(error)
     if not_implemented is not None:
         return results.NOT_IMPLEMENTED, str(not_implemented) or "raised NotImplementedError"
@@ -310,6 +316,19 @@ def _classify(item, call, report) -> tuple[str, str]:
     if report.when == "call" and _is_failure(call):
         return results.FAILED, _short(report)
     return results.HARNESS_ERROR, _short(report)
+
+
+def _interpreter_limit(item, error) -> str | None:
+    """The not-run-here reason when, under Triton's interpreter, the call hit an operation it lacks."""
+    from grader.impl import StudentCodeError
+
+    if error is None or not item.config.stash[GRADING_RUN].policy.interpreter:
+        return None
+    if isinstance(error, StudentCodeError):
+        what, detail = interpreter_limit(error.type_name, error.message), f"{error.type_name}: {error.message}"
+    else:
+        what, detail = limit_in_chain(error), f"{type(error).__name__}: {error}"
+    return not_run_reason(what, detail) if what else None
 
 
 def _from_the_worker(error) -> bool:
