@@ -22,6 +22,9 @@ Conventions (the same in every function; the tests rely on them):
 - Bad input (a negative size, an unknown dtype name, a zero bandwidth) raises `ValueError` naming the
   argument and what it accepts. The helpers `_whole`, `_positive`, `_nonnegative`, `dtype_bits` and
   `dtype_bytes` below do the checking for you: call them first in every function you write.
+
+Imports: only torch, triton, numpy, einops and Python's standard library (and the other assignment
+modules); anything else is refused, as when graded (the write-up, "Handing in", says how).
 """
 
 from __future__ import annotations

@@ -25,6 +25,9 @@ The lecture's argument, in the order this module follows it:
 What you write: `check_matmul_inputs`, `matmul` with the Triton kernel it launches (its tile sizes,
 launch grid, program order and any autotuning are your design), plus the small analytic functions at
 the end. The write-up has optional hints.
+
+Imports: only torch, triton, numpy, einops and Python's standard library (and the other assignment
+modules); anything else is refused, as when graded (the write-up, "Handing in", says how).
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@
   range, so it needs no scaling.
 * ``accumulate`` shows the same effect for sums: many small numbers added to a low-precision
   accumulator are lost once the running sum's spacing exceeds them.
+
+Imports: only torch, triton, numpy, einops and Python's standard library (and the other assignment
+modules); anything else is refused, as when graded (the write-up, "Handing in", says how).
 """
 
 import math

@@ -23,6 +23,9 @@ Conventions (the same in every function):
 * Math is done in float32 (float64 inputs stay float64); outputs have the input dtype.
 * NaN in the input propagates to that row's output.
 * Scores may be large (1000 and more): nothing may overflow, in fp32 or fp16 inputs.
+
+Imports: only torch, triton, numpy, einops and Python's standard library (and the other assignment
+modules); anything else is refused, as when graded (the write-up, "Handing in", says how).
 """
 
 import torch

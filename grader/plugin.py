@@ -422,7 +422,28 @@ class GradingRun:
     def pytest_terminal_summary(self, terminalreporter, config):
         if self.records:
             _write_summary(terminalreporter, self.points, self.records, self.impl_name)
+            _write_refused_imports(terminalreporter, self.impl_name)
         _write_gpu_lock_totals(terminalreporter)
+
+
+def _write_refused_imports(terminalreporter, impl_name: str) -> None:
+    """Name the imports outside the allowed list: they are placeholders, and any use of them raises."""
+    from grader.worker.allowed_imports import ALLOWED_TEXT, refused_imports
+    from grader.worker.modules import MODULES, resolve
+
+    try:
+        spec = resolve(impl_name)
+    except FileNotFoundError:
+        return
+    found = []
+    for module in MODULES:
+        path = Path(spec.directory) / f"{module}.py"
+        names = refused_imports(path.read_text(errors="replace"), (spec.package,)) if path.is_file() else []
+        found += [f"{module}.py imports {', '.join(names)}"] if names else []
+    if found:
+        terminalreporter.write_line(f"Imports outside the allowed list ({ALLOWED_TEXT}): " + "; ".join(found)
+                                    + ". They are placeholders here and when graded: annotations may name them, "
+                                    "any other use raises", yellow=True)
 
 
 def _write_gpu_lock_totals(terminalreporter) -> None:

@@ -29,6 +29,9 @@ Precision (what the checks require; the write-up says why):
   Triton's CPU interpreter ignores `input_precision`, so only a GPU run shows the difference.
 - Triton kernels run on CPU tensors under the interpreter (TRITON_INTERPRET=1): accept the tensors'
   device, do not assert `q.is_cuda`.
+
+Imports: only torch, triton, numpy, einops and Python's standard library (and the other assignment
+modules); anything else is refused, as when graded (the write-up, "Handing in", says how).
 """
 
 from __future__ import annotations  # kernel annotations stay strings, so this imports without Triton

@@ -69,6 +69,9 @@ class Modules:
     def _ensure_package(self) -> None:
         if self._package is not None:
             return
+        from grader.worker import allowed_imports
+
+        allowed_imports.install(self.spec.package)   # before the first student line runs
         if self.spec.is_folder:
             # A fresh package object whose path is the submission folder, under the name students use.
             package = types.ModuleType(SUBMISSION_PACKAGE)
