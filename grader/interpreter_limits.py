@@ -15,7 +15,7 @@ LIMITS = (
     (re.compile(r"ValueError\('Unsupported data type'\)|^Unsupported data type$"),
      "atomic operations on some dtypes (tl.atomic_add on bfloat16, tl.atomic_xchg on float32, ...)"),
     (re.compile(r"extern_elementwise not supported in interpreter mode"),
-     "extern functions (tl.extra.cuda.libdevice and other tl.extern_elementwise calls)"),
+     "extern functions called through tl.extern_elementwise"),
     (re.compile(r"inline_asm not supported in interpreter mode"),
      "inline assembly (tl.inline_asm_elementwise)"),
 )

@@ -167,6 +167,17 @@ VARIANTS = {
          "    if DOT_PRECISION == \"ieee\":\n"
          "        dq = _tf32_sized(dq)\n"),
     )),
+    # The real TF32 mistake, for a GPU run (the interpreter multiplies exactly, so on a CPU these score
+    # like the reference): the stand-ins above emulate its error where it cannot happen.
+    "fa_tf32_products": Variant("flash_attention", "float32 tiles multiplied in TF32 (tl.dot's GPU default): "
+                                "input_precision=\"ieee\" is never passed", (
+        ('    return "ieee" if dtype == torch.float32 else "tf32"',
+         '    return "tf32"  # BUG: float32 inputs multiplied in TF32 on a GPU'),
+    )),
+    "matmul_tf32_products": Variant("matmul", "float32 tiles multiplied in TF32 (tl.dot's GPU default)", (
+        ('        INPUT_PRECISION="ieee" if a.dtype == torch.float32 else "tf32",',
+         '        INPUT_PRECISION="tf32",  # BUG: float32 inputs multiplied in TF32 on a GPU'),
+    )),
     "fa_float32_output": Variant("flash_attention", "the Triton forward returns o in float32 for bf16 and fp16 "
                                  "inputs (the accumulator's dtype, never rounded to the inputs')", (
         ("    o = torch.empty_like(q)\n    lse = torch.empty((batch, heads, n_q)",

@@ -12,6 +12,8 @@ import pytest
 from grader import results
 from grader.interpreter_limits import LIMITS, interpreter_limit
 
+pytestmark = pytest.mark.timeout(900)   # a fresh interpreter run of the suite per mode, on a shared box
+
 POINTS = textwrap.dedent('''
     [problem]
     id = "softmax"

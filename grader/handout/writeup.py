@@ -22,7 +22,9 @@ import jinja2
 
 from grader.handout.stubs import BEGIN
 from grader.handout.where_checks_run import points_by_place
+from grader.interpreter_limits import LIMITS
 from grader.points import LEVEL_CREDIT, SLOW_CREDIT, Check, PointsTable, load_points
+from grader.worker.allowed_imports import ALLOWED_TEXT
 
 TEMPLATES = "handout"
 
@@ -195,6 +197,8 @@ def render_markdown(root: Path, problems: list[ProblemDoc]) -> str:
         "level_credit": LEVEL_CREDIT,
         "slow_credit": SLOW_CREDIT,
         "forbidden": forbidden_ops(),
+        "interpreter_limits": [what for _, what in LIMITS],
+        "allowed_imports": ALLOWED_TEXT,
         "by_place": points_by_place(root, load_points(root / "grader" / "points",
                                                       root / "grader" / "calibration.json")),
     }
