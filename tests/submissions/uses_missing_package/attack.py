@@ -5,4 +5,4 @@ import gallery_package_that_does_not_exist as _fast
 
 
 def softmax_triton(x):
-    return _fast.softmax(x)
+    return _fast.normalize_rows(x)
