@@ -20,8 +20,11 @@ This module only reads names (and `count_folder` lists a folder); nothing here i
 
 from __future__ import annotations
 
+import io
 import re
 import sys
+import tarfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -223,3 +226,69 @@ def _folder(path: str) -> str:
 def _not_mine(path: str) -> bool:
     parts = PurePosixPath(path).parts
     return any(part in _NOT_MINE for part in parts) or PurePosixPath(path).name.startswith("._")
+
+
+def copy_counted(folder: Path, dest: Path) -> Counted:
+    """Copy what counts of the code folder `folder` to `dest/assignment/`, beside an empty `__init__.py`,
+    as intake stages a submission: what a graded run (and `--isolate`) imports, and nothing else."""
+    counted = count_folder(folder)
+    target = Path(dest) / PACKAGE
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "__init__.py").write_text("")
+    for name, path in [*counted.modules.items(), *counted.helpers.items()]:
+        (target / f"{name}.py").write_bytes((Path(folder) / path).read_bytes())
+    return counted
+
+
+def importable(folder: Path) -> set[str]:
+    """The names `assignment.<name>` may import from the code folder `folder`: modules and helpers."""
+    counted = count_folder(folder)
+    return {*counted.modules, *counted.helpers}
+
+
+def is_staged(folder: Path) -> bool:
+    """True when `folder` holds only what counts (and an empty `__init__.py`): staging it again would copy
+    it unchanged, as for the tree intake staged for a graded run."""
+    counted = count_folder(folder)
+    init = Path(folder) / "__init__.py"
+    left = [path for path, _ in counted.left_out if not (path == "__init__.py" and init.stat().st_size == 0)]
+    return not left
+
+
+def pack(folder: Path, archive: Path) -> Counted:
+    """`make submission`: a .tar.gz of what counts in the code folder `folder`, as `assignment/<file>`."""
+    counted = count_folder(folder)
+    now = int(time.time())
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in counted.counted_paths():
+            data = (Path(folder) / path).read_bytes()
+            info = tarfile.TarInfo(f"{PACKAGE}/{path}")
+            info.size, info.mtime, info.mode = len(data), now, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return counted
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m grader.submission_files [FOLDER [ARCHIVE]]`: pack, then say what is in it and what is not."""
+    argv = sys.argv[1:] if argv is None else argv
+    folder = Path(argv[0] if argv else PACKAGE)
+    archive = Path(argv[1] if len(argv) > 1 else "submission.tar.gz")
+    if not folder.is_dir():
+        print(f"{folder}/ is not a folder: run this next to your assignment/", file=sys.stderr)
+        return 2
+    counted = pack(folder, archive)
+    print(f"wrote {archive}:")
+    for name, path in [*counted.modules.items(), *counted.helpers.items()]:
+        print(f"  {PACKAGE}/{path}" + ("" if name in MODULES else "   (helper module)"))
+    if counted.missing:
+        print("missing (their checks score zero): " + ", ".join(f"{module}.py" for module in counted.missing))
+    skipped = [(path, reason) for path, reason in counted.left_out if path.endswith(".py") and path != "__init__.py"]
+    if skipped:
+        print("left out, NOT graded:")
+        for path, reason in skipped:
+            print(f"  {PACKAGE}/{path}: {reason}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,12 +10,12 @@ and every check without a record scores zero with the run's reason (fail closed)
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from grader import results as results_format
 from grader.points import LEVEL_CREDIT, PointsTable, Problem
 from grader.results import DID_NOT_REPORT, NOT_RUN_HERE, TestRecord
-from grader.scoring import score_checks
+from grader.scoring import check_state, points_text, problem_data, score_checks
 
 RESULT_FORMAT = 1
 # How a submission's run ended. harness_error: the run could not start or the grader/suites failed
@@ -73,7 +73,7 @@ def build_result(student: str, points: PointsTable, read: results_format.StreamR
         "graded_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "score": {"earned": round(sum(p.earned for p in scores), 4),
                   "possible": sum(p.possible for p in scores), "total": sum(p.total for p in scores)},
-        "problems": [_problem(p) for p in scores if p.checks],
+        "problems": [problem_data(p) for p in scores if p.checks],
         "device": header.device if header else "", "environment": header.environment if header else {},
         "notes": notes, "log_tail": log[-LOG_TAIL_CHARS:],
         "missing_exact": header is not None and header.collected_tests is not None,
@@ -148,24 +148,6 @@ def result_tests(result: dict):
             yield from check["tests"]
 
 
-def _problem(score) -> dict:
-    checks = [_check(c) for c in score.checks]
-    return {"id": score.problem_id, "title": score.title, "earned": score.earned,
-            "possible": score.possible, "total": score.total,
-            "perf_earned": round(sum(c["earned"] for c in checks if c["perf"]), 4),
-            "perf_possible": sum(c["possible"] for c in checks if c["perf"]), "checks": checks}
-
-
-def _check(score) -> dict:
-    check = score.check
-    ladder = None
-    if check.ladder is not None:
-        ladder = {"pass": check.ladder.passing, "good": check.ladder.good,
-                  "excellent": check.ladder.excellent, "source": check.ladder.source}
-    return {"id": check.id, "description": check.description, "suite": check.suite, "perf": check.perf,
-            "points": check.points, "earned": round(score.earned, 4), "possible": score.possible,
-            "level": score.level, "not_run_here": score.not_run_here, "baseline": check.baseline,
-            "ladder": ladder, "tests": [asdict(t) for t in score.tests]}
 
 
 # --- view models for the templates -------------------------------------------------------------------
@@ -176,11 +158,6 @@ STATUS_LABELS = {"graded": "graded", "timeout": "timed out", "crashed": "crashed
 OUTCOME_LABELS = {"passed": "passed", "failed": "failed", "not_implemented": "not implemented",
                   "not_run_here": "not run here", "harness_error": "harness error (not your fault)",
                   "did_not_report": "did not report"}
-
-
-def points_text(value: float) -> str:
-    """2 -> '2', 2.5 -> '2.5', 2.3333 -> '2.33'."""
-    return f"{round(value, 2):g}"
 
 
 def percent_text(earned: float, possible: float) -> str:
@@ -262,9 +239,7 @@ def problem_views(result: dict) -> list[ProblemView]:
         rows, perf_rows = [], []
         for check in problem["checks"]:
             failed = [t for t in check["tests"] if t["outcome"] != "passed"]
-            state = "not run here" if check["not_run_here"] else \
-                "passed" if check["earned"] >= check["points"] - 1e-9 else \
-                f"{len(failed)} of {len(check['tests'])} tests not passed"
+            state = check_state(check)
             rows.append(CheckRow(check["id"], check["description"], points_text(check["earned"]),
                                  points_text(check["points"]),
                                  "none" if check["not_run_here"] else score_class(check["earned"], check["points"]),
