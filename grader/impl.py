@@ -458,7 +458,7 @@ def _refuse_hidden_test_function(fn) -> None:
     module = sys.modules.get(getattr(fn, "__module__", None) or "")
     if HIDDEN_SUITE_DIR in Path(getattr(module, "__file__", None) or "").parts:
         raise TypeError(f"impl.run({getattr(fn, '__qualname__', fn)!r}): a function of a hidden test module "
-                        "cannot run in the worker; move it to grader/scenarios/")
+                        "cannot run in the worker; move it to the grader's scenario modules")
 
 
 def make_impl(name_or_path: str, *, isolated: bool, extra_sys_path=(), scratch=None) -> Impl:
