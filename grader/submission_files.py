@@ -73,13 +73,6 @@ class Counted:
         """The folders the module files came from ("" for the top of the submission)."""
         return sorted({_folder(path) for path in self.modules.values()})
 
-    def where(self) -> str:
-        """Where the module files were found, in words."""
-        folders = self.folders()
-        if not folders:
-            return ""
-        return "found in " + ", ".join(f"{folder}/" if folder else "the top folder" for folder in folders)
-
     def counted_paths(self) -> list[str]:
         return sorted([*self.modules.values(), *self.helpers.values()])
 
@@ -126,12 +119,18 @@ def count(paths, anywhere: bool = True) -> Counted:
 def count_folder(folder: Path) -> Counted:
     """`count` for a folder on disk, read as the import system sees it: only its own files count."""
     folder = Path(folder)
-    paths = []
+    paths, links = [], []
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder).as_posix()
-        if path.is_file() and not path.is_symlink() and not _not_mine(relative) and path.suffix != ".pyc":
+        if _not_mine(relative) or path.suffix == ".pyc":
+            continue
+        if path.is_symlink():
+            links.append((relative, "a symbolic link: intake never follows one"))
+        elif path.is_file():
             paths.append(relative)
-    return count(paths, anywhere=False)
+    counted = count(paths, anywhere=False)
+    counted.left_out += links
+    return counted
 
 
 def near_miss(filename: str) -> str | None:

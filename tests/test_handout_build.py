@@ -486,3 +486,36 @@ def test_writeup_states_what_runs_where_with_the_denominators(built, repo_points
     assert row in writeup
     assert f"out of\n  {cpu['public'] + cpu['hidden']:g}" in writeup    # the staff's CPU denominator, explained
     assert gpu["public"] + gpu["hidden"] + gpu["perf"] == repo_points.total
+
+
+@pytest.mark.parametrize("mode", ["in_process", "isolated"])
+def test_in_the_handout_helpers_count_subfolders_fail_and_a_selection_is_totalled_alone(built, tmp_path, mode):
+    copy = tmp_path / "handout"
+    shutil.copytree(built, copy)
+    reference = "\n".join(line for line in (REPO_ROOT / "solutions" / "accounting.py").read_text().splitlines()
+                          if line.strip() not in ("# BEGIN SOLUTION", "# END SOLUTION"))
+    reference = reference.replace("return _exact(6 * n_params * n_tokens)",
+                                  "from .utils import FLOPS_PER_PARAM_TOKEN\n"
+                                  "    return _exact(FLOPS_PER_PARAM_TOKEN * n_params * n_tokens)")
+    reference += ("\n\n_reference_matmul_flops = matmul_flops\n\n\ndef matmul_flops(m, k, n):\n"
+                  "    from .kernels import counts  # a subfolder: not graded\n"
+                  "    return _reference_matmul_flops(m, k, n)\n")
+    (copy / "assignment" / "accounting.py").write_text(reference)
+    (copy / "assignment" / "utils.py").write_text("FLOPS_PER_PARAM_TOKEN = 6\n")
+    (copy / "assignment" / "kernels").mkdir()
+    (copy / "assignment" / "kernels" / "__init__.py").write_text("")
+    (copy / "assignment" / "kernels" / "counts.py").write_text("X = 1\n")
+    command = [sys.executable, "-m", "pytest", "-p", "grader.plugin", "tests_public/test_accounting.py", "-q",
+               "--checks", "-k", "6nd or 2mkn", *(["--isolate"] if mode == "isolated" else [])]
+    done = subprocess.run(command, cwd=copy, capture_output=True, text=True, timeout=600,
+                          env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GRADER_IMPL")})
+    output = done.stdout + done.stderr
+    assert "1 failed, 1 passed" in output, output[-3000:]
+    assert "No module named 'assignment.kernels': it is not part of the submission" in output, output[-3000:]
+    total = next(line for line in output.splitlines() if line.startswith("TOTAL"))
+    flops = load_points(copy / "grader" / "points").checks["accounting.flops.lecture"]
+    assert total.split()[1:4] == [f"{flops.points / 2:.2f}", "/", f"{flops.points:g}"], total
+    assert re.search(r"^\s+accounting\.flops\.lecture\s+[\d.]+ / [\d.]+\s+1 of 2 tests not passed$", output,
+                     re.MULTILINE), output[-3000:]
+    assert "Helper modules graded with your code: utils.py" in output
+    assert "assignment/kernels/counts.py: not graded: in a subfolder" in output

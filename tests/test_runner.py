@@ -138,7 +138,7 @@ def test_wrong_function_loses_its_check_and_planted_conftest_has_no_effect(grade
     triple = _check(result, "softmax.triple")
     assert triple["earned"] == 0 and "triple(3) should be 9" in triple["tests"][0]["message"]
     assert _check(result, "matmul.answer")["tests"][0]["outcome"] == "not_implemented"
-    assert "conftest.py (not an assignment module file)" in result["ignored"]
+    assert any(line.startswith("conftest.py (not graded: a helper may not be named like") for line in result["ignored"])
     assert result["late"] is True and _result(graded["out"], "good")["late"] is False
 
 
