@@ -1,7 +1,7 @@
 """The disposable copy of the hidden suite: readable while the checker collects it, gone before any
 student code runs.
 
-In a sandboxed grading run the runner binds a writable, marked copy of `tests_hidden/` over the checker
+In a sandboxed grading run the runner binds a writable, marked copy of the hidden suite's folder over the checker
 tree's own (`make_copy`) and names it in the environment (ENV). Once pytest has imported every test
 module, the plugin empties it (`empty_named_copy`); the worker imports the student's modules only on its
 first call, which a test makes after collection. The tests then run from memory: nothing of the hidden

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.perf import gpu_lock
-from grader.worker.modules import MODULES, ImplSpec, ModuleMissing, Modules, resolve
+from grader.worker.modules import MODULES, SUBMISSION_PACKAGE, ImplSpec, ModuleMissing, Modules, resolve
 
 DEFAULT_CALL_TIMEOUT = float(os.environ.get("GRADER_CALL_TIMEOUT", "300"))
 STARTUP_TIMEOUT = 120.0
@@ -220,6 +220,7 @@ class IsolatedImpl(Impl):
         self._ready = False
         self._resting = False          # the worker's process group is stopped between calls
         self._hung: set[str] = set()   # functions that hung once: not called again, so one hang costs one function
+        self.staging: str | None = None   # the staged copy make_impl ran the code from, removed at close
 
     def _request(self, kind, target, args, kwargs):
         __tracebackhide__ = True  # noqa: F841
@@ -422,6 +423,11 @@ class IsolatedImpl(Impl):
         if self._transport is not None:
             self._transport.close()
             self._transport = None
+        if self.staging is not None:
+            import shutil
+
+            shutil.rmtree(self.staging, ignore_errors=True)
+            self.staging = None
 
 
 # The worker leads a process group of its own (in the checker's session, which the runner kills whole),
@@ -438,7 +444,11 @@ def _called_name(kind, target, args) -> str:
 
 
 def _read_sources(directory: str) -> dict[str, str | None]:
-    paths = {module: Path(directory) / f"{module}.py" for module in MODULES}
+    """The five modules (None when missing) and the helper modules that count beside them, as text."""
+    from grader import submission_files
+
+    helpers = submission_files.count_folder(Path(directory)).helpers if Path(directory).is_dir() else {}
+    paths = {module: Path(directory) / f"{module}.py" for module in (*MODULES, *helpers)}
     return {module: path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
             for module, path in paths.items()}
 
@@ -448,11 +458,24 @@ def _refuse_hidden_test_function(fn) -> None:
     module = sys.modules.get(getattr(fn, "__module__", None) or "")
     if HIDDEN_SUITE_DIR in Path(getattr(module, "__file__", None) or "").parts:
         raise TypeError(f"impl.run({getattr(fn, '__qualname__', fn)!r}): a function of a hidden test module "
-                        "cannot run in the worker; move it to grader/scenarios/")
+                        "cannot run in the worker; move it to the grader's scenario modules")
 
 
 def make_impl(name_or_path: str, *, isolated: bool, extra_sys_path=(), scratch=None) -> Impl:
+    """The implementation `name_or_path` names. Isolated, student code runs from a staged copy of what
+    counts (grader.submission_files), as when it is graded: a file that is not graded is not there."""
     spec = resolve(name_or_path)
-    if isolated:
-        return IsolatedImpl(spec, extra_sys_path=extra_sys_path, scratch=scratch)
-    return InProcessImpl(spec)
+    if not isolated:
+        return InProcessImpl(spec)
+    staging = None
+    from grader import submission_files
+
+    if spec.package == SUBMISSION_PACKAGE and not submission_files.is_staged(Path(spec.directory)):
+        import tempfile
+
+        staging = tempfile.mkdtemp(prefix="grader-staged-")
+        submission_files.copy_counted(Path(spec.directory), Path(staging))
+        spec = ImplSpec(spec.label, SUBMISSION_PACKAGE, str(Path(staging) / SUBMISSION_PACKAGE))
+    built = IsolatedImpl(spec, extra_sys_path=extra_sys_path, scratch=scratch)
+    built.staging = staging
+    return built

@@ -21,7 +21,6 @@ from grader.errors import not_implemented_cause
 from grader.hints import device_hint
 from grader.interpreter_limits import interpreter_limit, limit_in_chain, not_run_reason
 from grader.points import load_points
-from grader.scoring import score_checks
 from grader.student_traceback import student_frames
 
 GRADING_RUN = pytest.StashKey["GradingRun"]()   # this run's state (class GradingRun, below)
@@ -39,6 +38,8 @@ def pytest_addoption(parser):
                     help="run the implementation in a worker process (always used when grading)")
     group.addoption("--results-json", default=None, help="write one JSON line per test to this file")
     group.addoption("--grader-seed", default="", help="extra salt for the per-test seeds (replays)")
+    group.addoption("--checks", action="store_true", default=False,
+                    help="print each check's points in the summary (as -v does)")
 
 
 def pytest_configure(config):
@@ -376,11 +377,6 @@ def _short(report, limit: int = 3000) -> str:
     return text if len(text) <= limit else text[: limit // 3] + "\n...\n" + text[-2 * limit // 3:]
 
 
-def _suite_of_nodeid(nodeid: str) -> str | None:
-    first = nodeid.split("/")[0]
-    return SUITE_DIRS.get(first)
-
-
 # --- the run's state: one registered object, as junitxml's LogXML ----------------------------------------
 
 
@@ -421,7 +417,11 @@ class GradingRun:
 
     def pytest_terminal_summary(self, terminalreporter, config):
         if self.records:
-            _write_summary(terminalreporter, self.points, self.records, self.impl_name)
+            from grader.local_summary import write_summary
+
+            breakdown = config.getoption("--checks") or config.getoption("verbose") > 0
+            write_summary(terminalreporter, self.points, self.records, self.impl_name, breakdown=breakdown,
+                          code_folder=_student_code_folder(self.impl_name))
             _write_refused_imports(terminalreporter, self.impl_name)
         _write_gpu_lock_totals(terminalreporter)
 
@@ -458,31 +458,12 @@ def _write_gpu_lock_totals(terminalreporter) -> None:
                                     f"{totals.compiles} compiles ({totals.lent_s:.1f} s)")
 
 
-def _write_summary(terminalreporter, points, records, impl_name: str) -> None:
-    """Points per problem for the problems this run touched, then what did not run and why."""
-    suites = tuple(sorted({_suite_of_nodeid(r.nodeid) for r in records} - {None})) or ("public", "hidden")
-    ran = {r.check for r in records}
-    scores = [p for p in score_checks(points, records, suites) if any(c.check.id in ran for c in p.checks)]
-    write = terminalreporter.write_line
-    terminalreporter.section(f"points (impl: {impl_name})")
-    for problem in scores:
-        not_impl = sum(c.not_implemented for c in problem.checks)
-        not_here = problem.not_run_here
-        extra = []
-        if not_impl:
-            extra.append(f"{not_impl} tests not implemented")
-        if not_here:
-            extra.append(f"{sum(c.check.points for c in not_here):g} pts of GPU-only checks not run here")
-        write(f"{problem.title:<48} {problem.earned:6.2f} / {problem.possible:<6g}"
-              + (f"  ({'; '.join(extra)})" if extra else ""))
-    earned = sum(p.earned for p in scores)
-    possible = sum(p.possible for p in scores)
-    write(f"{'TOTAL':<48} {earned:6.2f} / {possible:<6g}")
-    not_run = [c for p in scores for c in p.not_run_here]
-    if not_run:
-        write("GPU-only checks not run here: " + ", ".join(c.check.id for c in not_run))
-    harness = [r for r in records if r.outcome == results.HARNESS_ERROR]
-    if harness:
-        write(f"HARNESS ERRORS in {len(harness)} tests (not your fault; tell staff): "
-              + ", ".join(r.nodeid for r in harness[:5]), red=True)
+def _student_code_folder(impl_name: str) -> Path | None:
+    """The folder of student code the run used (None for the reference solutions or an unknown name)."""
+    from grader.worker.modules import SUBMISSION_PACKAGE, resolve
 
+    try:
+        spec = resolve(impl_name)
+    except FileNotFoundError:
+        return None
+    return Path(spec.directory) if spec.package == SUBMISSION_PACKAGE else None

@@ -1,4 +1,6 @@
-"""Pure scoring: (points table, test records) -> points per check, per problem and in total.
+"""Pure scoring: (points table, test records) -> points per check, per problem and in total; and the
+plain data of a problem's score (`problem_data`), which result.json, the reports and the local
+per-check breakdown print.
 
 A check's points are split evenly over the tests that carry its id; a perf check earns its points
 times the ladder's credit at its ratio (grader.points.Ladder.credit: linear between the levels).
@@ -8,7 +10,7 @@ earned nor lost.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from grader.points import LEVEL_CREDIT, Check, PointsTable
 from grader.results import NOT_IMPLEMENTED, NOT_RUN_HERE, PASSED, TestRecord
@@ -96,3 +98,41 @@ def _score_perf(check: Check, tests: list[TestRecord]) -> CheckScore:
         levels.append(check.ladder.level(ratio) if timed else "below")
     lowest = min(levels, key=lambda level: LEVEL_CREDIT[level])
     return CheckScore(check, check.points * sum(credits) / len(credits), tests, level=lowest)
+
+
+# --- the plain data of a score (result.json's "problems", the reports, the local breakdown) ---------------
+
+
+def problem_data(score: ProblemScore) -> dict:
+    checks = [check_data(c) for c in score.checks]
+    return {"id": score.problem_id, "title": score.title, "earned": score.earned,
+            "possible": score.possible, "total": score.total,
+            "perf_earned": round(sum(c["earned"] for c in checks if c["perf"]), 4),
+            "perf_possible": sum(c["possible"] for c in checks if c["perf"]), "checks": checks}
+
+
+def check_data(score: CheckScore) -> dict:
+    check = score.check
+    ladder = None
+    if check.ladder is not None:
+        ladder = {"pass": check.ladder.passing, "good": check.ladder.good,
+                  "excellent": check.ladder.excellent, "source": check.ladder.source}
+    return {"id": check.id, "description": check.description, "suite": check.suite, "perf": check.perf,
+            "points": check.points, "earned": round(score.earned, 4), "possible": score.possible,
+            "level": score.level, "not_run_here": score.not_run_here, "baseline": check.baseline,
+            "ladder": ladder, "tests": [asdict(t) for t in score.tests]}
+
+
+def check_state(check: dict) -> str:
+    """A check's result in words: "passed", "not run here", or how many of its tests did not pass."""
+    if check["not_run_here"]:
+        return "not run here"
+    if check["earned"] >= check["points"] - 1e-9:
+        return "passed"
+    failed = sum(t["outcome"] != PASSED for t in check["tests"])
+    return f"{failed} of {len(check['tests'])} tests not passed"
+
+
+def points_text(value: float) -> str:
+    """2 -> '2', 2.5 -> '2.5', 2.3333 -> '2.33'."""
+    return f"{round(value, 2):g}"

@@ -336,10 +336,10 @@ def training_flops(n_params, n_tokens):
     The forward pass costs 2 FLOPs per parameter per token (one multiply-add); the backward pass about
     4 (gradients with respect to the activations and to the weights, 2 each). It ignores the attention
     T^2 term, embeddings, recomputation and communication, so it is an estimate, not an identity.
-    N is the parameter count you pass in: this function does not subtract embeddings. (The notes
-    disagree: one seed says "non-embedding dense parameters", the Llama-3 worked example uses the total
-    8.03e9.) For an MoE pass the active parameters. Llama-3 8B on 15T tokens: 6 x 8.03e9 x 15e12 =
-    7.227e23 FLOPs. Returns an int for whole inputs.
+    N is the parameter count you pass in: this function does not subtract embeddings. (The lecture
+    notes disagree: one set counts "non-embedding dense parameters", the Llama-3 worked example uses
+    the total 8.03e9.) For an MoE pass the active parameters. Llama-3 8B on 15T tokens:
+    6 x 8.03e9 x 15e12 = 7.227e23 FLOPs. Returns an int for whole inputs.
     """
     # BEGIN SOLUTION
     n_params = _nonnegative("n_params", n_params)

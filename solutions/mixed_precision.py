@@ -1,4 +1,4 @@
-"""Mixed-precision training: fp32 master weights, low-precision compute, loss scaling (lecture: S0 §3.2).
+"""Mixed-precision training: fp32 master weights, low-precision compute, loss scaling (see the lecture).
 
 * The parameters (the "master weights") stay float32. An update lr * g is often far smaller than the
   spacing of bf16 numbers near w, so w + lr * g == w in bf16; in fp32 the tiny updates add up.

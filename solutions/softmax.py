@@ -1,10 +1,10 @@
-"""Online softmax: softmax built from mergeable running statistics (lecture: S3 §7.8, S0 §6.2).
+"""Online softmax: softmax built from mergeable running statistics (the lecture's FlashAttention part).
 
 A row's softmax needs its maximum m and its normaliser l = sum_j exp(x_j - m). Both can be built one
 block of the row at a time, keeping a small running state per row, even though a later block may raise
 the maximum that the earlier terms were computed against: working out how the state stays exact is the
-heart of this problem (the lecture's worked example, S3 §7.8, walks through it). This is the statistic
-FlashAttention carries across key blocks.
+heart of this problem (the lecture's worked example on scores [0, ln2, ln3] walks through it). This is
+the statistic FlashAttention carries across key blocks.
 
 Three entry points, all following the same conventions:
 

@@ -408,10 +408,14 @@ def test_attacks_never_score_more_than_the_clean_reference(batch):
 
 
 def test_planted_files_are_ignored_and_listed(batch):
-    ignored = " ".join(result_of(batch, "planted_files")["ignored"])
-    for planted in ("conftest.py", "pytest.ini", "gallery_plugin.py", "sitecustomize.py", "gallery.pth",
+    result = result_of(batch, "planted_files")
+    ignored = " ".join(result["ignored"])
+    for planted in ("conftest.py", "pytest.ini", "sitecustomize.py", "gallery.pth",
                     "results.jsonl", "result.json", "grader/plugin.py", "tests_hidden/test_gallery_hidden.py"):
         assert planted in ignored, (planted, ignored)
+    # an importable name beside the modules is a helper module: staged as assignment/gallery_plugin.py,
+    # where nothing but the student's own code could import it (and softmax still scores zero)
+    assert list(result["helpers"]) == ["gallery_plugin"]
 
 
 def test_messages_are_data_not_records_or_markup(batch):

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import tarfile
 import textwrap
+import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ import pytest
 from grader import layout
 from grader.errors import HandoutError
 from grader.handout import verify
-from grader.handout.build import build_handout, grader_closure, public_points_toml
+from grader.handout.build import build_handout, grader_closure, make_tarball, public_points_toml
 from grader.handout.stubs import REPO_ROOT, expected_stubs
 from grader.handout.writeup import collect_problems, markdown_to_html, module_functions
 from grader.points import load_points
@@ -107,9 +109,30 @@ def test_grader_closure_refuses_a_public_test_importing_staff_code(tmp_path):
 def test_tarball_unpacks_to_one_folder_with_the_same_files(built):
     with tarfile.open(built.parent / "handout.tar.gz") as archive:
         names = [m.name for m in archive.getmembers() if m.isfile()]
-        assert all(m.uid == 0 and m.mtime == 0 for m in archive.getmembers())
+        assert all(m.uid == 0 for m in archive.getmembers())
     assert {n.split("/", 1)[0] for n in names} == {"handout"}
     assert {n.split("/", 1)[1] for n in names} == files_under(built)
+
+
+def test_the_tarballs_files_carry_the_build_time_so_zipfile_takes_them_untouched(built, tmp_path):
+    with tarfile.open(built.parent / "handout.tar.gz") as archive:
+        times = {m.mtime for m in archive.getmembers()}
+        archive.extractall(tmp_path, filter="data")
+    assert len(times) == 1 and abs(times.pop() - time.time()) < 3600     # one time, the build's
+    with zipfile.ZipFile(tmp_path / "repacked.zip", "w") as repacked:      # refuses dates before 1980
+        for path in sorted((tmp_path / "handout").rglob("*.py")):
+            repacked.write(path, path.relative_to(tmp_path))
+
+
+def test_source_date_epoch_makes_the_tarball_reproducible(built, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    copies = []
+    for name in ("one", "two"):
+        shutil.copytree(built, tmp_path / name / "handout")
+        copies.append(make_tarball(tmp_path / name / "handout").read_bytes())
+    assert copies[0] == copies[1]
+    with tarfile.open(tmp_path / "one" / "handout.tar.gz") as archive:
+        assert {m.mtime for m in archive.getmembers()} == {1700000000}
 
 
 def test_student_pyproject_packages_grader_and_assignment_with_the_repo_dependencies(built):
@@ -294,6 +317,66 @@ def test_a_shipped_file_citing_a_staff_document_is_caught(built, tmp_path):
     assert any("docs/numerics.md, which is not in the handout" in f for f in found), found
 
 
+def test_no_shipped_text_names_a_staff_only_path(built):
+    assert verify.staff_paths_named(REPO_ROOT, built) == []
+    api = (built / "docs" / "harness-api.md").read_text()      # the student version of the contract
+    assert "## Fixtures" in api and "broken_variants" not in api and "<!-- staff" not in api
+
+
+def test_a_shipped_text_naming_a_staff_only_path_is_caught(built, tmp_path):
+    copy = tmp_path / "handout"
+    shutil.copytree(built, copy)
+    with open(copy / "docs" / "numerics.md", "a") as doc:
+        doc.write("\nSee tests_hidden/test_softmax_hidden.py and `solutions/` for more.\n")
+    found = verify.staff_paths_named(REPO_ROOT, copy)
+    assert any("numerics.md" in f and "tests_hidden/" in f for f in found), found
+    assert any("numerics.md" in f and "solutions/" in f for f in found), found
+
+
+def test_nothing_students_read_uses_authoring_shorthand(built, tmp_path):
+    assert verify.authoring_shorthand(built) == []
+    copy = tmp_path / "handout"
+    shutil.copytree(built, copy)
+    with open(copy / "WRITEUP.md", "a") as writeup:
+        writeup.write("\nThe worked example (S3 §7.8) is what one seed says.\n")
+    assert len(verify.authoring_shorthand(copy)) == 2
+
+
+def test_the_student_makefile_installs_quietly_from_pips_own_index(built):
+    assert verify.default_package_index(built) == []
+    recipe = (built / "Makefile").read_text().split("\ninstall:", 1)[1].split("\n\n", 1)[0]
+    assert "$(PIP) install" in recipe and "--quiet" in (built / "Makefile").read_text()
+
+
+def test_the_writeup_names_the_helpers_that_gate_a_problem_first(built):
+    writeup = (built / "WRITEUP.md").read_text()
+    section = writeup.split("### What you implement: `assignment/flash_attention.py`", 1)[1]
+    assert section.index("**Write `_check_inputs` first: `flash_attention_forward_pytorch` and "
+                         "`flash_attention_forward` call it") < section.index("def _check_inputs(") \
+        < section.index("def flash_attention_forward_pytorch(")
+    section = writeup.split("### What you implement: `assignment/mixed_precision.py`", 1)[1]
+    assert section.index("def _check_step_arguments(") < section.index("class DynamicLossScaler")
+
+
+def test_make_submission_in_the_handout_packs_helpers_and_grading_stages_them(built, tmp_path):
+    copy = tmp_path / "handout"
+    shutil.copytree(built, copy)
+    (copy / "assignment" / "utils.py").write_text("def f():\n    return 1\n")
+    (copy / "assignment" / "old").mkdir()
+    (copy / "assignment" / "old" / "softmax.py").write_text("X = 1\n")
+    (copy / "assignment" / "old" / "attn.py").write_text("X = 1\n")
+    done = subprocess.run(["make", "-s", "submission", f"PYTHON={sys.executable}"], cwd=copy, capture_output=True,
+                          text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "assignment/utils.py   (helper module)" in done.stdout
+    assert "assignment/old/softmax.py: duplicate of softmax.py" in done.stdout
+    assert "assignment/old/attn.py: not graded: in a subfolder" in done.stdout
+    from grader.grade.submission import Source, stage
+
+    staged = stage(Source("alice", copy / "submission.tar.gz"), tmp_path / "graded")
+    assert len(staged.files) == 5 and list(staged.helpers) == ["utils"]
+
+
 def test_leak_scan_catches_a_planted_solution_line_and_hidden_test_name(built, tmp_path):
     secrets = verify.solution_secrets(REPO_ROOT)
     hidden = verify.hidden_secrets(REPO_ROOT)
@@ -337,6 +420,18 @@ def test_solutions_pass_every_test_of_the_quick_problems(tmp_path):
         pytest.skip("no quick solutions modules yet")
     failures = verify.solutions_score_full(REPO_ROOT, modules, tmp_path)
     assert not failures, "\n".join(failures)
+
+
+def test_the_solutions_proofs_line_says_its_points_are_those_that_run_here(repo_points):
+    from grader.results import TestRecord
+    from grader.scoring import score_checks
+
+    records = [TestRecord(f"t::{c.id}", c.id, "not_run_here" if c.perf else "passed")
+               for c in repo_points.checks.values() if c.problem == "softmax"]
+    softmax = next(p for p in score_checks(repo_points, records) if p.problem_id == "softmax")
+    line = verify.solutions_line("softmax", softmax)
+    assert re.fullmatch(rf"solutions softmax: ({softmax.possible:g}) / \1 of the points that run on this machine; "
+                        rf"[\d.]+ more in GPU-only checks, not run here \({softmax.total:g} in all\)", line), line
 
 
 def test_unpacked_handout_installs_in_a_fresh_venv_and_make_test_prints_points(built, tmp_path):
@@ -391,3 +486,36 @@ def test_writeup_states_what_runs_where_with_the_denominators(built, repo_points
     assert row in writeup
     assert f"out of\n  {cpu['public'] + cpu['hidden']:g}" in writeup    # the staff's CPU denominator, explained
     assert gpu["public"] + gpu["hidden"] + gpu["perf"] == repo_points.total
+
+
+@pytest.mark.parametrize("mode", ["in_process", "isolated"])
+def test_in_the_handout_helpers_count_subfolders_fail_and_a_selection_is_totalled_alone(built, tmp_path, mode):
+    copy = tmp_path / "handout"
+    shutil.copytree(built, copy)
+    reference = "\n".join(line for line in (REPO_ROOT / "solutions" / "accounting.py").read_text().splitlines()
+                          if line.strip() not in ("# BEGIN SOLUTION", "# END SOLUTION"))
+    reference = reference.replace("return _exact(6 * n_params * n_tokens)",
+                                  "from .utils import FLOPS_PER_PARAM_TOKEN\n"
+                                  "    return _exact(FLOPS_PER_PARAM_TOKEN * n_params * n_tokens)")
+    reference += ("\n\n_reference_matmul_flops = matmul_flops\n\n\ndef matmul_flops(m, k, n):\n"
+                  "    from .kernels import counts  # a subfolder: not graded\n"
+                  "    return _reference_matmul_flops(m, k, n)\n")
+    (copy / "assignment" / "accounting.py").write_text(reference)
+    (copy / "assignment" / "utils.py").write_text("FLOPS_PER_PARAM_TOKEN = 6\n")
+    (copy / "assignment" / "kernels").mkdir()
+    (copy / "assignment" / "kernels" / "__init__.py").write_text("")
+    (copy / "assignment" / "kernels" / "counts.py").write_text("X = 1\n")
+    command = [sys.executable, "-m", "pytest", "-p", "grader.plugin", "tests_public/test_accounting.py", "-q",
+               "--checks", "-k", "6nd or 2mkn", *(["--isolate"] if mode == "isolated" else [])]
+    done = subprocess.run(command, cwd=copy, capture_output=True, text=True, timeout=600,
+                          env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GRADER_IMPL")})
+    output = done.stdout + done.stderr
+    assert "1 failed, 1 passed" in output, output[-3000:]
+    assert "No module named 'assignment.kernels': it is not part of the submission" in output, output[-3000:]
+    total = next(line for line in output.splitlines() if line.startswith("TOTAL"))
+    flops = load_points(copy / "grader" / "points").checks["accounting.flops.lecture"]
+    assert total.split()[1:4] == [f"{flops.points / 2:.2f}", "/", f"{flops.points:g}"], total
+    assert re.search(r"^\s+accounting\.flops\.lecture\s+[\d.]+ / [\d.]+\s+1 of 2 tests not passed$", output,
+                     re.MULTILINE), output[-3000:]
+    assert "Helper modules graded with your code: utils.py" in output
+    assert "assignment/kernels/counts.py: not graded: in a subfolder" in output

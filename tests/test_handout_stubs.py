@@ -88,7 +88,7 @@ def test_raise_sits_at_marker_indentation_in_nested_block():
                     # END SOLUTION
                 return 2
     ''')
-    assert '\n            raise NotImplementedError("step: not implemented yet")\n' in stub
+    assert '\n            raise NotImplementedError("Model.step: not implemented yet")\n' in stub
     assert "return 2" in body_of(stub, "step")
 
 
@@ -294,3 +294,66 @@ def test_repo_stubs_do_not_give_the_design_away(name):
     stubs = expected_stubs()
     leaks = [module for module, text in stubs.items() if name in text]
     assert not leaks, f"{name!r} is in the stubs of {leaks}: move it inside a solution region"
+
+
+def test_a_methods_stub_names_its_class_and_init_too():
+    stub = stub_of('''
+        class FlashAttentionTriton:
+            def __init__(self):
+                # BEGIN SOLUTION
+                self.x = 1
+                # END SOLUTION
+
+            @staticmethod
+            def forward(ctx, q):
+                # BEGIN SOLUTION
+                return q
+                # END SOLUTION
+
+
+        def forward(q):
+            # BEGIN SOLUTION
+            return q
+            # END SOLUTION
+    ''')
+    assert 'raise NotImplementedError("FlashAttentionTriton.__init__: not implemented yet")' in stub
+    assert 'raise NotImplementedError("FlashAttentionTriton.forward: not implemented yet")' in stub
+    assert 'raise NotImplementedError("forward: not implemented yet")' in stub
+
+
+GATED = '''
+    def _check_inputs(q):
+        """Raise ValueError for bad q."""
+        # BEGIN SOLUTION
+        if q < 0:
+            raise ValueError(q)
+        # END SOLUTION
+
+
+    def _given_helper(q):
+        return q
+
+
+    def forward(q):
+        """The forward."""
+        _check_inputs(q)
+        # BEGIN SOLUTION
+        return _given_helper(q)
+        # END SOLUTION
+
+
+    def backward(q):
+        """The backward."""
+        # BEGIN SOLUTION
+        _check_inputs(q)
+        return q
+        # END SOLUTION
+'''
+
+
+def test_a_private_helper_that_given_code_calls_says_to_write_it_first_and_who_calls_it():
+    stub = stub_of(GATED)
+    message = " ".join(line.strip().strip('"') for line in body_of(stub, "_check_inputs").splitlines()[2:])
+    assert "_check_inputs: not implemented yet. Write it first: forward calls it, so its tests stop here" in message
+    assert 'raise NotImplementedError("forward: not implemented yet")' in stub    # backward's call was in a region
+    assert max(len(line) for line in stub.splitlines()) <= 120

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import sysconfig
 from pathlib import Path
 
 from grader.worker import import_path
@@ -22,3 +23,12 @@ def test_seal_drops_them_keeps_the_grader_and_preloads_late_imports(tmp_path, mo
     assert dropped == ["", str(hidden), str(scratch_tmp / "x")]
     assert grader_home in sys.path and "" not in sys.path
     assert {"hmac", "colorsys", "json"} <= set(sys.modules)
+
+
+def test_seal_keeps_the_interpreters_own_folders_when_python_lives_under_home(monkeypatch, tmp_path):
+    # pyenv, conda or the handout's .venv under HOME: dropping site-packages broke late imports (sympy)
+    site_packages = Path(sysconfig.get_paths()["purelib"])
+    planted = tmp_path / "planted"
+    monkeypatch.setattr(sys, "path", ["", str(site_packages), str(planted), *sys.path])
+    dropped = import_path.seal([], environ={"HOME": str(Path(sys.prefix).parent), "TMPDIR": str(tmp_path)})
+    assert dropped == ["", str(planted)] and str(site_packages) in sys.path

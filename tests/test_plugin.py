@@ -202,6 +202,36 @@ def test_summary_prints_problem_points_and_total(fake_run):
     assert "HARNESS ERRORS in 1 tests" in stdout
 
 
+def test_a_selection_is_totalled_over_the_checks_it_ran(grader_pytester, run_suites):
+    _write_fake_project(grader_pytester)
+    done = run_suites("tests_public", "--impl", str(grader_pytester.path / "submission"), "-k", "double_passes")
+    problem = next(line for line in done.outlines if line.startswith("Fake softmax"))
+    assert problem.split()[2:5] == ["2.00", "/", "2"] and "1 of its 8 checks selected" in problem, problem
+    total = next(line for line in done.outlines if line.startswith("TOTAL"))
+    assert total.split()[1:4] == ["2.00", "/", "2"] and "over the checks this run selected" in total, total
+
+
+@pytest.mark.parametrize("option", ["--checks", "-v"])
+def test_each_checks_points_print_with_checks_or_verbose(grader_pytester, run_suites, option):
+    _write_fake_project(grader_pytester)
+    done = run_suites("tests_public", "--impl", str(grader_pytester.path / "submission"), option)
+    half = next(line for line in done.outlines if line.strip().startswith("softmax.fake.half"))
+    assert half.split()[1:] == ["1", "/", "2", "1", "of", "2", "tests", "not", "passed"], half
+    passes = next(line for line in done.outlines if line.strip().startswith("softmax.fake.passes"))
+    assert passes.split()[-1] == "passed", passes
+
+
+def test_python_files_of_the_code_folder_that_are_not_graded_are_listed(grader_pytester, run_suites):
+    _write_fake_project(grader_pytester)
+    (grader_pytester.path / "submission" / "utils.py").write_text("X = 1\n")
+    (grader_pytester.path / "submission" / "old").mkdir()
+    (grader_pytester.path / "submission" / "old" / "softmax_v1.py").write_text("X = 1\n")
+    done = run_suites("tests_public", "--impl", str(grader_pytester.path / "submission"), "-k", "double_passes")
+    output = done.stdout.str()
+    assert "Helper modules graded with your code: utils.py" in output
+    assert "submission/old/softmax_v1.py: not graded: in a subfolder" in output
+
+
 SHARED_GPU_CONFTEST = textwrap.dedent('''
     # what the runner does for a checking run on a shared GPU: its own descriptions of the lock files
     import os

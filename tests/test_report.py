@@ -220,3 +220,67 @@ def test_the_class_page_and_the_bench_say_where_the_grading_time_went(tmp_path):
     assert "where the time went" in text and "perf_alone_s" in text and "20.5 per submission" in text
     page = html.render_index(results, load_points())
     assert "Where the grading time went" in page and "3.5 s" in page
+
+
+MATMUL_POINTS = """
+[problem]
+id = "matmul"
+title = "Tiled matmul"
+order = 2
+[checks."matmul.values"]
+points = 6
+description = "matmul matches torch"
+"""
+
+
+@pytest.fixture
+def two_problems(tmp_path):
+    (tmp_path / "softmax.toml").write_text(textwrap.dedent(POINTS))
+    (tmp_path / "matmul.toml").write_text(textwrap.dedent(MATMUL_POINTS))
+    return load_points(tmp_path, calibration_file=tmp_path / "none.json")
+
+
+def test_the_student_report_leads_with_missing_files_then_crashes_then_the_checks(two_problems):
+    missing = "matmul.py is missing from the submission"
+    died = ("tests_public/test_softmax.py:9: out = impl.softmax.rows(x)\n"
+            "the process running your code died (exit code -6)")
+    records = [Record(f"tests_public/test_matmul.py::test_values[{i}]", "matmul.values", "not_implemented", missing)
+               for i in range(24)]
+    records += [Record(f"tests_public/test_softmax.py::test_rows[{i}]", "softmax.rows", "failed", died) for i in (1, 2)]
+    result = _result(two_problems, _stream(*records))
+    result["missing_reasons"] = {"matmul": "did you mean matmul.py? found Matmul.py"}
+    page = html.render_student(result)
+    fix = page.index("What to fix first")
+    missing_at = page.index("matmul.py is missing from the submission (did you mean matmul.py? found Matmul.py)")
+    crash = page.index("the process running your code died (exit code -6)")
+    assert fix < missing_at < crash < page.index("<h2>Summary</h2>")
+    assert page.count("matmul.py is missing from the submission") == 1     # 24 repeats folded into one line
+    assert "(24 tests)" in page and "(2 tests)" in page
+
+
+def test_repeated_failure_messages_are_folded_with_their_tests_named(points):
+    records = [Record(f"tests_public/test_softmax.py::test_rows[{i}]", "softmax.rows", "failed", "same mistake")
+               for i in range(6)]
+    views = model.problem_views(_result(points, _stream(*records)))
+    (folded,) = next(c for c in views[0].checks if c.id == "softmax.rows").failing
+    assert len(folded.names) == 6
+    assert folded.label == "test_rows[0], test_rows[1], test_rows[2], test_rows[3] and 2 more"
+
+
+def test_the_environment_table_has_labelled_formatted_rows_and_no_empty_ones(points):
+    result = _result(points, _stream())
+    result["device"] = "cuda (NVIDIA H200)"
+    result["environment"] = {"device": "cuda (NVIDIA H200)", "clocks_before": {"sm_mhz": 1980, "mem_mhz": 3201},
+                             "clocks_after": None, "copy_gbs": 3950.1, "gpu_uuid": "GPU-1234", "cudnn": None,
+                             "other_gpu_processes": [], "gpu_count": 1, "torch": "2.13.0",
+                             "calibration": {"model": "NVIDIA H200", "exact": True, "warning": None}}
+    rows = dict(model.environment_rows(result))
+    assert [label for label, _ in model.environment_rows(result)].count("device") == 1
+    assert rows["clocks before the checks"] == "SM 1980 MHz, memory 3201 MHz"
+    assert rows["copy bandwidth"] == "3950.1 GB/s" and rows["PyTorch"] == "2.13.0"
+    assert rows["perf ladders"] == "calibrated on NVIDIA H200"
+    assert not any(value in ("None", "[]", "{}", "") for value in rows.values())
+    left_out = {"clocks after the checks", "cuDNN", "other processes on the GPU", "GPUs visible", "gpu uuid"}
+    assert not left_out & set(rows)
+    page = html.render_student(result)
+    assert "None" not in page.split("<h2>Environment</h2>")[1]

@@ -1,6 +1,6 @@
 """Public tests for the `flash_attention` problem: the tiled PyTorch forward, the Triton kernels, backward.
 
-The lecture's worked example (S3 §7.8) as attention: one query q = [1] (d = 1, so the softmax scale
+The lecture's online-softmax worked example as attention: one query q = [1] (d = 1, so the softmax scale
 1/sqrt(d) is 1), keys [0, ln2, ln3], values [1, 2, 4]. The scores are [0, ln2, ln3], the softmax is
 [1/6, 2/6, 3/6], so o = (1 + 4 + 12) / 6 = 17/6 and lse = ln(1 + 2 + 3) = ln 6.
 

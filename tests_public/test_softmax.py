@@ -1,6 +1,6 @@
 """Public tests for the `softmax` problem: the online softmax state, online_softmax and softmax_triton.
 
-The lecture's worked example (S3 §7.8): scores [0, ln2, ln3] with values [1, 2, 4], split into the
+The lecture's online-softmax worked example: scores [0, ln2, ln3] with values [1, 2, 4], split into the
 first two scores and the last one. After block 1 the state is m = ln2, l = 1.5, acc = 2.5; block 2
 raises the max to ln3, so the old terms are rescaled by exp(ln2 - ln3) = 2/3: l = 2, acc = 17/3, and
 the output is acc / l = 17/6.

@@ -262,8 +262,7 @@ class Batch:
         context = self.context(source.id, staged) | {"grade_key": key,
                                                      "leaderboard_name": pseudonyms.chosen_name(source.path)}
         if not staged.files:
-            result = not_gradable_result(source.id, "no assignment module files found "
-                                         f"({', '.join(m + '.py' for m in submission.MODULES)})",
+            result = not_gradable_result(source.id, staged.nothing_reason(),
                                          context | {"timing": {"total_s": round(time.perf_counter() - begin, 3)}},
                                          self.maximum())
             return self.finish(source, result, scratch, log="")
@@ -492,7 +491,9 @@ class Batch:
             "timeout_s": self.settings.timeout_option, "worker_memory_mb": self.settings.worker_memory_mb,
             "per_gpu": self.settings.per_gpu if self.settings.gpu_mode else None,
             "files": dict(staged.files) if staged else {}, "ignored": list(staged.ignored) if staged else [],
-            "missing": list(staged.missing) if staged else [],
+            "missing": list(staged.missing) if staged else [], "helpers": dict(staged.helpers) if staged else {},
+            "found": dict(staged.found) if staged else {},
+            "missing_reasons": dict(staged.missing_reasons) if staged else {},
             "late": meta.get("late"), "submitted_at": meta.get("submitted_at", ""),
         }
 

@@ -1,10 +1,11 @@
-"""Submission intake: find one submission per student, and copy only its allow-listed module files.
+"""Submission intake: find one submission per student, and copy only the files that count.
 
-A submission is a folder or an archive (.zip, .tar, .tar.gz, .tgz) named after the student. Its module
-files sit flat or under `assignment/`, optionally inside one wrapper folder (what zipping a folder
-gives). Nothing from the submission is ever executed or imported here: module files are read as bytes
-with a size cap and written into a fresh staging tree `<dest>/assignment/<module>.py`; every other entry
-is ignored and listed, and archives with path traversal, links or too much data are refused whole.
+A submission is a folder or an archive (.zip, .tar, .tar.gz, .tgz) named after the student. Which of
+its files count is grader.submission_files' rule, the one the local checks and `make submission` use
+too: the five module files at any depth, and the helper modules beside them. Nothing from the
+submission is ever executed or imported here: those files are read as bytes with a size cap and written
+into a fresh staging tree `<dest>/assignment/<name>.py`; every other entry is ignored and listed with
+its reason, and archives with path traversal, links or too much data are refused whole.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ import resource
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
+from grader import submission_files
 from grader.course import canvas_download
 from grader.errors import BadSubmission
 from grader.grade import archives
 
-MODULES = ("accounting", "mixed_precision", "softmax", "matmul", "flash_attention")
+MODULES = submission_files.MODULES
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip", ".tar")
 MAX_FILE_BYTES = archives.MAX_FILE_BYTES
 MAX_LISTED, MAX_LISTED_CHARS = 100, 300   # ignored files named in a report, and each line's length
@@ -53,20 +55,42 @@ class Source:
 
 @dataclass
 class Staged:
-    """What intake copied: module -> sha256 of its bytes, plus everything it left out and why."""
+    """What intake copied: module (and helper module) -> sha256 of its bytes, where each came from, plus
+    everything it left out and why."""
 
     id: str
     files: dict[str, str] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)      # "path (reason)"
     missing: list[str] = field(default_factory=list)      # allow-listed modules not submitted
+    helpers: dict[str, str] = field(default_factory=dict)
+    found: dict[str, str] = field(default_factory=dict)    # module or helper -> its path in the submission
+    missing_reasons: dict[str, str] = field(default_factory=dict)   # missing module -> why, when known
 
     @property
     def content_hash(self) -> str:
-        """Hash of the staged files only: unchanged modules mean an unchanged grade."""
+        """Hash of the staged files only: unchanged modules and helpers mean an unchanged grade."""
         digest = hashlib.sha256()
         for module in sorted(self.files):
             digest.update(f"{module}\0{self.files[module]}\0".encode())
+        for helper in sorted(self.helpers):
+            digest.update(f"helper {helper}\0{self.helpers[helper]}\0".encode())
         return digest.hexdigest()
+
+    def to_json(self) -> dict:
+        return {"files": self.files, "ignored": self.ignored, "missing": self.missing, "helpers": self.helpers,
+                "found": self.found, "missing_reasons": self.missing_reasons}
+
+    @classmethod
+    def from_json(cls, student: str, reply: dict) -> Staged:
+        return cls(student, dict(reply["files"]), list(reply["ignored"]), list(reply["missing"]),
+                   dict(reply["helpers"]), dict(reply["found"]), dict(reply["missing_reasons"]))
+
+    def nothing_reason(self) -> str:
+        """Why nothing could be graded: the near misses and tied copies found, else what was looked for."""
+        known = "; ".join(self.missing_reasons.values())
+        wanted = ", ".join(f"{module}.py" for module in MODULES)
+        return f"no assignment module files found ({known})" if known else \
+            f"no assignment module files found (looked for {wanted} at any depth)"
 
 
 def find_submissions(root: Path) -> tuple[list[Source], list[str]]:
@@ -156,7 +180,7 @@ def stage(source: Source, dest: Path) -> Staged:
                             f"{STAGING_MEMORY_BYTES >> 20} MiB or {STAGING_CPU_S} s limits?)")
     if "error" in reply:
         raise BadSubmission(str(reply["error"]))
-    return Staged(source.id, dict(reply["files"]), list(reply["ignored"]), list(reply["missing"]))
+    return Staged.from_json(source.id, reply)
 
 
 def _child_main() -> None:
@@ -166,8 +190,7 @@ def _child_main() -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (int(cpu), int(cpu)))
     resource.setrlimit(resource.RLIMIT_FSIZE, (2 * archives.MAX_FILE_BYTES, 2 * archives.MAX_FILE_BYTES))
     try:
-        staged = stage_here(Source(student, Path(path)), Path(dest))
-        reply = {"files": staged.files, "ignored": staged.ignored, "missing": staged.missing}
+        reply = stage_here(Source(student, Path(path)), Path(dest)).to_json()
     except BadSubmission as error:
         reply = {"error": str(error)}
     except MemoryError:
@@ -178,36 +201,46 @@ def _child_main() -> None:
 
 
 def stage_here(source: Source, dest: Path) -> Staged:
-    """Copy the allow-listed module files of `source` into `dest/assignment/`; raise BadSubmission
+    """Copy what counts of `source` (grader.submission_files) into `dest/assignment/`; raise BadSubmission
     for an unsafe or unreadable archive. An empty result (no module) is for the caller to judge."""
-    entries = _folder_entries(source.path) if source.kind == "folder" else \
-        archives.archive_entries(source.path, _is_module_path)
+    if source.kind == "folder":
+        entries = _folder_entries(source.path)
+    else:
+        entries = archives.archive_entries(source.path, lambda name: name.endswith(".py"))
+    unreadable = [(relpath, reason) for relpath, reason, _ in entries if reason is not None]
+    counted = submission_files.count([relpath for relpath, reason, _ in entries if reason is None])
+    wanted = {path: name for name, path in [*counted.modules.items(), *counted.helpers.items()]}
+    data = _read_counted(source, entries, wanted)
     staged = Staged(source.id)
-    chosen: dict[str, tuple[int, str, bytes]] = {}
-    ignored = []
-    for relpath, reason, data in entries:
-        module, rank = _module_of(relpath)
-        if reason is None and module is None:
-            reason = "not an assignment module file"
-        if reason is not None:
-            ignored.append(f"{relpath} ({reason})")
-            continue
-        if module in chosen:
-            old_rank, old_path, _ = chosen[module]
-            if rank >= old_rank:
-                ignored.append(f"{relpath} (duplicate of {old_path})")
-                continue
-            ignored.append(f"{old_path} (duplicate of {relpath})")
-        chosen[module] = (rank, relpath, data)
-    staged.ignored = _bounded_listing(ignored)
+    left_out = dict(unreadable) | dict(counted.left_out)
+    staged.ignored = _bounded_listing([f"{path} ({left_out[path]})" for path in sorted(left_out)])
     target = Path(dest) / "assignment"
     target.mkdir(parents=True, exist_ok=True)
     (target / "__init__.py").write_text("")
-    for module, (_, _, data) in sorted(chosen.items()):
-        (target / f"{module}.py").write_bytes(data)
-        staged.files[module] = hashlib.sha256(data).hexdigest()
-    staged.missing = [m for m in MODULES if m not in chosen]
+    for path, name in sorted(wanted.items(), key=lambda item: item[1]):
+        (target / f"{name}.py").write_bytes(data[path])
+        digest = hashlib.sha256(data[path]).hexdigest()
+        (staged.files if name in MODULES else staged.helpers)[name] = digest
+        staged.found[name] = path
+    staged.missing = counted.missing
+    staged.missing_reasons = counted.missing_reasons()
     return staged
+
+
+def _read_counted(source: Source, entries, wanted: dict[str, str]) -> dict[str, bytes]:
+    """The bytes of the counted files: archives carry them in their entries; folders are read now."""
+    if source.kind != "folder":
+        return {relpath: data for relpath, _, data in entries if relpath in wanted}
+    found = {}
+    for relpath, _, path in entries:
+        if relpath not in wanted:
+            continue
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise BadSubmission(f"{relpath}: larger than {MAX_FILE_BYTES} bytes once read")
+        found[relpath] = data
+    return found
 
 
 def _bounded_listing(lines: list[str]) -> list[str]:
@@ -218,43 +251,18 @@ def _bounded_listing(lines: list[str]) -> list[str]:
     return shown
 
 
-def _is_module_path(relpath: str) -> bool:
-    return _module_of(relpath)[0] is not None
-
-
-def _module_of(relpath: str) -> tuple[str | None, int]:
-    """(module, preference) when relpath is an allow-listed location; lower preference wins."""
-    parts = PurePosixPath(relpath).parts
-    if not parts or not parts[-1].endswith(".py") or parts[-1][:-3] not in MODULES:
-        return None, 0
-    module, folders = parts[-1][:-3], parts[:-1]
-    layouts = [("assignment",), (), (None, "assignment"), (None,)]   # None: one wrapper folder
-    for rank, layout in enumerate(layouts):
-        if len(layout) == len(folders) and all(a in (None, b) for a, b in zip(layout, folders)):
-            return module, rank
-    return None, 0
-
-
 def _folder_entries(root: Path):
-    """(relative path, reason to ignore or None, bytes or None) for every file below a folder; links
-    are listed and never followed; only module candidates are read."""
-    count = 0
-    for path in sorted(root.rglob("*")):
-        count += 1
+    """(relative path, reason to ignore or None, the file) for every file below a folder; links are
+    listed and never followed; nothing is read yet (only what counts is, by `_read_counted`)."""
+    entries = []
+    for count, path in enumerate(sorted(root.rglob("*")), start=1):
         if count > archives.MAX_ENTRIES:
             raise BadSubmission(f"{root.name}: more than {archives.MAX_ENTRIES} entries; refusing it")
         relpath = archives.printable(path.relative_to(root).as_posix())
         if path.is_symlink():
-            yield relpath, "symbolic link", None
+            entries.append((relpath, "symbolic link", path))
         elif path.is_file():
             size = path.stat().st_size
-            if size > MAX_FILE_BYTES:
-                yield relpath, f"{size} bytes, over the {MAX_FILE_BYTES}-byte cap", None
-            elif _module_of(relpath)[0] is None:
-                yield relpath, None, None
-            else:
-                with path.open("rb") as handle:
-                    data = handle.read(MAX_FILE_BYTES + 1)
-                if len(data) > MAX_FILE_BYTES:
-                    raise BadSubmission(f"{relpath}: larger than {MAX_FILE_BYTES} bytes once read")
-                yield relpath, None, data
+            reason = f"{size} bytes, over the {MAX_FILE_BYTES}-byte cap" if size > MAX_FILE_BYTES else None
+            entries.append((relpath, reason, path))
+    return entries

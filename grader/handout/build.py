@@ -14,7 +14,9 @@ The handout holds exactly what a student needs to work and to run the public sui
 from __future__ import annotations
 
 import ast
+import gzip
 import json
+import os
 import re
 import shutil
 import sys
@@ -38,7 +40,8 @@ BENCH_KERNELS_KEPT = ("training",)
 STUDENT_TOOLS = ("grader.bench.__main__", "grader.bench.student",
                  *(f"grader.perf.cases.{kernel}" for kernel in KERNELS if kernel not in BENCH_KERNELS_KEPT))
 # Always shipped: the scoring core the plugin reads (also reached by the closure; listed for clarity).
-ALWAYS = ("grader", "grader.errors", "grader.points", "grader.results", "grader.scoring")
+ALWAYS = ("grader", "grader.errors", "grader.points", "grader.results", "grader.scoring",
+          "grader.layout")   # grader.layout: the AUDIENCE comments of the shipped packages cite it
 SKIP_NAMES = {"__pycache__", ".pytest_cache"}
 
 
@@ -203,6 +206,12 @@ def assemble(root: Path, out: Path) -> dict:
 
 
 CITED_DOC = re.compile(r"\bdocs/[\w.-]+\.md\b")
+STAFF_PART = re.compile(r"<!-- staff -->.*?<!-- /staff -->\n?", re.DOTALL)   # in a doc: names staff-only files
+
+
+def student_version(text: str) -> str:
+    """A doc as students get it: the parts between `staff` comments left out."""
+    return re.sub(r"\n{3,}", "\n\n", STAFF_PART.sub("", text))
 
 
 def _ship_cited_docs(root: Path, out: Path) -> None:
@@ -214,14 +223,14 @@ def _ship_cited_docs(root: Path, out: Path) -> None:
                 raise HandoutError(f"{path.relative_to(out)} cites {cited}, which does not exist")
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, target)
+                target.write_text(student_version(source.read_text()))
 
 
 def _write_calibration(root: Path, out: Path, public_perf_ids: set[str]) -> None:
+    """grader/calibration.json with the ladders of public perf checks only (often none): the points
+    loader reads it, and the shipped code and docs name it."""
     source = root / "grader" / "calibration.json"
-    if not source.exists() or not public_perf_ids:
-        return
-    data = json.loads(source.read_text())
+    data = json.loads(source.read_text()) if source.exists() else {}
     kept = {gpu: {cid: ladder for cid, ladder in checks.items() if cid in public_perf_ids}
             for gpu, checks in data.items()}
     (out / "grader" / "calibration.json").write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
@@ -261,17 +270,26 @@ def _write_bench_targets(root: Path, out: Path, points) -> None:
     (out / "grader" / "bench" / "calibration.json").write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
 
 
-def make_tarball(out: Path) -> Path:
-    """`<out>.tar.gz` holding the folder under its own name, with owner and times normalised."""
+def build_time() -> int:
+    """The time every file of the tarball carries: SOURCE_DATE_EPOCH when set (the same inputs then give
+    the same bytes), else now. Never 1970: Python's zipfile refuses dates before 1980."""
+    return int(os.environ.get("SOURCE_DATE_EPOCH") or time.time())
+
+
+def make_tarball(out: Path, mtime: int | None = None) -> Path:
+    """`<out>.tar.gz` holding the folder under its own name, in name order, owners cleared and every
+    file dated `mtime` (default `build_time()`), the gzip header too."""
     tarball = out.parent / f"{out.name}.tar.gz"
+    mtime = build_time() if mtime is None else mtime
 
     def normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
         info.uid = info.gid = 0
         info.uname = info.gname = ""
-        info.mtime = 0
+        info.mtime = mtime
         return info
 
-    with tarfile.open(tarball, "w:gz") as archive:
+    with open(tarball, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=mtime, filename="") as packed, \
+            tarfile.open(fileobj=packed, mode="w") as archive:
         for path in sorted(out.rglob("*")):
             archive.add(path, arcname=f"{out.name}/{path.relative_to(out)}", recursive=False,
                         filter=normalise)

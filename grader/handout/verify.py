@@ -5,8 +5,10 @@
 2. `solutions_score_full`: the solutions earn every point of both suites that can run here.
 3. `stubs_score_zero`: the stubs earn nothing, and every graded test reports "not implemented";
    `solutions_pass_inside_handout`: the grader as shipped (import closure only) passes the solutions.
-4. `nothing_leaks`: no solution code, hidden test name or hidden check in any handout file.
-5. `handout_installs_and_tests`: the tarball, unpacked into a fresh folder, installs into a fresh venv
+4. `nothing_leaks`: no solution code, hidden test name or hidden check in any handout file;
+   `staff_paths_named`: no shipped text names a repo path students do not have; `authoring_shorthand`:
+   no lecture-note shorthand; `default_package_index`: the Makefile leaves pip its own index.
+5. `handout_installs_and_tests`: the tarball, unpacked into a fresh folder, installs quietly into a fresh venv
    and `make test` there runs the public suite and prints the points summary.
 """
 
@@ -32,6 +34,7 @@ from grader.scoring import score_checks
 MIN_LEAK_CHARS = 24
 SUMMARY_MARKER = "TOTAL"
 SUITE_TIMEOUT_S = 1800
+INSTALL_LINES = 6          # what `make install` may print when nothing fails: a few lines of its own
 
 
 def _clean_env(**extra) -> dict:
@@ -119,10 +122,18 @@ def solutions_score_full(root: Path, modules: list[str] | None = None, workdir: 
             failures.append(f"solutions: check {check.id} ({check.suite}) has no test carrying it")
     earned = {p.problem_id: p for p in score_checks(points, results.tests)}
     for problem_id in sorted(wanted & set(earned)):
-        problem = earned[problem_id]
-        print(f"verify:   solutions {problem_id}: {problem.earned:g} / {problem.total:g} points "
-              f"({sum(c.check.points for c in problem.not_run_here):g} in checks not run here)")
+        print(f"verify:   {solutions_line(problem_id, earned[problem_id])}")
     return failures
+
+
+def solutions_line(problem_id: str, problem) -> str:
+    """What the solutions earned of the points this machine can run, and what it cannot run apart, so
+    the line never reads as less than full marks when it is."""
+    not_here = sum(c.check.points for c in problem.not_run_here)
+    line = f"solutions {problem_id}: {problem.earned:g} / {problem.possible:g} of the points that run on this machine"
+    if not_here:
+        line += f"; {not_here:g} more in GPU-only checks, not run here ({problem.total:g} in all)"
+    return line
 
 
 def stubs_score_zero(root: Path, handout: Path, workdir: Path | None = None) -> list[str]:
@@ -257,6 +268,10 @@ def handout_installs_and_tests(tarball: Path, workdir: Path | None = None) -> tu
     if install.returncode != 0:
         return [f"install: `make install` failed (exit {install.returncode}): "
                 f"{(install.stdout + install.stderr)[-1500:]}"], install.stdout + install.stderr
+    install_lines = [line for line in (install.stdout + install.stderr).splitlines() if line.strip()]
+    if len(install_lines) > INSTALL_LINES:
+        return [f"install: `make install` printed {len(install_lines)} lines (at most {INSTALL_LINES}: pip stays "
+                f"quiet unless it fails): {install_lines[:8]}"], install.stdout + install.stderr
     where = subprocess.run([str(python), "-c", "import grader, assignment; print(grader.__file__); "
                             "print(assignment.__file__)"], cwd=workdir, capture_output=True, text=True, env=env)
     failures = []
@@ -279,6 +294,17 @@ def handout_installs_and_tests(tarball: Path, workdir: Path | None = None) -> tu
     return failures, output
 
 
+def default_package_index(handout: Path) -> list[str]:
+    """The student Makefile leaves the package index to pip (its default, pip.conf, PIP_INDEX_URL): an
+    index of its own, unreachable on some networks, cost a retry loop per package there."""
+    failures = []
+    for number, line in enumerate((handout / "Makefile").read_text().splitlines(), start=1):
+        code = line.split("#", 1)[0]
+        if re.search(r"--(extra-)?index-url|--find-links|https?://", code):
+            failures.append(f"Makefile:{number} names a package index of its own: {line.strip()[:100]}")
+    return failures
+
+
 def see_running_environment(python: Path) -> None:
     """A venv made by `python -m venv --system-site-packages` from inside a venv sees the BASE
     interpreter's packages, not this one's: a staff venv's torch, setuptools and wheel would be
@@ -298,6 +324,52 @@ def see_running_environment(python: Path) -> None:
 
 
 STAFF_DOCUMENTS = ("DESIGN.md", "shared/reference", "seeds-digest")   # exist beside the staff repo only
+# A path of the repo written in a text: a top-level name, then path characters (placeholders included).
+_REPO_PATH = r"(?<![\w./-])({names})/([\w.<>*{{}}-]+/?)*"
+# Authoring shorthand students cannot decode: lecture-note section labels ("S3 §7.8") and talk of seeds.
+SHORTHAND = re.compile(r"§|\bone seed\b|\bseeds? (says?|notes)\b|\bS\d+(-[A-Z])? (Ex\.|L)\d+")
+
+
+def staff_paths_named(root: Path, handout: Path) -> list[str]:
+    """Every place a shipped text file names a path of the repo that the handout does not hold (a
+    staff-only file or folder: solutions/, tests_hidden/, tests/, scripts/ ...)."""
+    names = sorted((p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")), key=len,
+                   reverse=True)
+    pattern = re.compile(_REPO_PATH.format(names="|".join(map(re.escape, names))))
+    failures = []
+    for path, text in _shipped_texts(handout):
+        for number, line in enumerate(text.splitlines(), start=1):
+            for match in pattern.finditer(line):
+                named = _fixed_part(match.group(0))
+                if (root / named).exists() and not (handout / named).exists():
+                    failures.append(f"{path}:{number} names {match.group(0).rstrip('.,:;')}, which students "
+                                    "do not have")
+    return failures
+
+
+def _fixed_part(named: str) -> str:
+    """The path up to its first placeholder (`solutions/<module>.py` -> `solutions`)."""
+    parts = []
+    for part in named.rstrip(".,:;").split("/"):
+        if not part or any(char in part for char in "<>*{}"):
+            break
+        parts.append(part)
+    return "/".join(parts)
+
+
+def authoring_shorthand(handout: Path) -> list[str]:
+    """Places where shipped text uses the authors' shorthand for the lecture notes (say what is meant)."""
+    return [f"{path}:{number}: {match.group(0)!r} in {line.strip()[:80]!r}"
+            for path, text in _shipped_texts(handout) for number, line in enumerate(text.splitlines(), start=1)
+            for match in SHORTHAND.finditer(line)]
+
+
+def _shipped_texts(handout: Path):
+    for path in sorted(p for p in handout.rglob("*") if p.is_file()):
+        try:
+            yield path.relative_to(handout), path.read_text()
+        except UnicodeDecodeError:
+            continue
 
 
 def self_contained(handout: Path) -> list[str]:
@@ -320,6 +392,9 @@ def verify_handout(root: Path, handout: Path, tarball: Path, *, solution_modules
         ("repo assignment/ up to date", lambda: repo_stubs_current(root)),
         ("nothing from solutions/ or tests_hidden/ leaks", lambda: nothing_leaks(root, handout)),
         ("everything students read is in the handout", lambda: self_contained(handout)),
+        ("no shipped text names a staff-only file", lambda: staff_paths_named(root, handout)),
+        ("no authoring shorthand in what students read", lambda: authoring_shorthand(handout)),
+        ("the student Makefile uses pip's own package index", lambda: default_package_index(handout)),
         ("every stub imports cleanly", lambda: stubs_import_cleanly(handout)),
         ("stubs score 0, every graded test not implemented", lambda: stubs_score_zero(root, handout, workdir)),
         ("the handout's own grader passes the solutions on the public suite",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import jinja2
 
-from grader.handout.stubs import BEGIN
+from grader.handout.stubs import BEGIN, find_regions, gates
 from grader.handout.where_checks_run import points_by_place
 from grader.interpreter_limits import LIMITS
 from grader.points import LEVEL_CREDIT, SLOW_CREDIT, Check, PointsTable, load_points
@@ -55,10 +55,20 @@ class ProblemDoc:
     hidden_checks: list[Check] = field(default_factory=list)
     perf_checks: list[Check] = field(default_factory=list)
     has_module: bool = True
+    gates: dict[str, list[str]] = field(default_factory=dict)   # helper to write first -> who calls it
 
     @property
     def to_implement(self) -> list[FunctionDoc]:
-        return [f for f in self.functions if f.to_implement]
+        """What students write, the helpers that gate other functions' tests first."""
+        functions = [f for f in self.functions if f.to_implement]
+        return sorted(functions, key=lambda f: f.name not in self.gates)
+
+    @property
+    def gate_notes(self) -> list[str]:
+        """One sentence per gating helper: write it first, and why."""
+        return [f"`{name}` first: {_and([f'`{c}`' for c in callers])} {'calls' if len(callers) == 1 else 'call'} "
+                f"it, so {'its' if len(callers) == 1 else 'their'} tests fail until it is written"
+                for name, callers in self.gates.items()]
 
     @property
     def provided(self) -> list[FunctionDoc]:
@@ -79,6 +89,10 @@ class ProblemDoc:
     @property
     def total(self) -> float:
         return self.public_points + self.hidden_points + self.perf_points
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 # --- reading the sources --------------------------------------------------------------------------------
@@ -148,11 +162,13 @@ def collect_problems(root: Path, points: PointsTable | None = None) -> list[Prob
     for problem_id, title, order, checks in entries:
         path = modules.get(problem_id)
         module_doc, functions = module_functions(path.read_text()) if path else ("", [])
+        source = path.read_text() if path else ""
+        gated = gates(ast.parse(source), find_regions(source.splitlines(), str(path))) if path else {}
         background = root / TEMPLATES / "problems" / f"{problem_id}.md"
         problems.append(ProblemDoc(
             id=problem_id, title=title, order=order,
             background=background.read_text() if background.exists() else "",
-            module_doc=module_doc, functions=functions, has_module=path is not None,
+            module_doc=module_doc, functions=functions, has_module=path is not None, gates=gated,
             public_checks=[c for c in checks if c.suite == "public"],
             hidden_checks=[c for c in checks if c.suite == "hidden" and not c.perf],
             perf_checks=[c for c in checks if c.suite == "hidden" and c.perf],

@@ -6,8 +6,8 @@ honest 0.19 ms bf16 matmuls were timed at 0.22-0.31 ms in their rounds, while cu
 C++ in the same rounds, kept 0.19 ms. The likeliest cause: the host of a timed call is descheduled,
 the GPU's queue runs dry, and the call's events take in the wait. Busy cores alone did not do it:
 fifteen busy processes on the sixteen cores, one core left over, slowed nothing
-(scripts/investigations/host_lag_check.py). Nor did 15 Triton compilers, or a busy process on the timed core
-itself (the H200 grading log in the staff repo's docs/history): these cores are kept as a precaution that
+(the staff repo's host-lag probe). Nor did 15 Triton compilers, or a busy process on the timed core
+itself (the H200 grading log in the staff repo's history): these cores are kept as a precaution that
 measurement has not shown to matter, and cost compiles one core per GPU.
 
 So the runner keeps CORES_PER_GPU cores of each GPU out of every checking run's reach (taskset, before

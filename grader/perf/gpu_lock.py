@@ -27,7 +27,7 @@ vanish with its file descriptions, so nothing stale survives a crash.
 
 Each lock keeps its run's timeline (`GpuLock.summary()`: waits, holds and lends, on the host's
 monotonic clock, which every process on it shares): the runner keeps it in the result, and
-`scripts/investigations/gpu_lock_timeline.py` lays the runs of a batch side by side to say what each one waited for.
+a staff script lays the runs of a batch side by side to say what each one waited for.
 """
 
 from __future__ import annotations

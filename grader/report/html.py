@@ -45,7 +45,8 @@ def render_student(result: dict, lateness=None, leaderboard_name: str = "") -> s
                            css_class=model.score_class(result["score"]["earned"], result["score"]["possible"]),
                            problems=model.problem_views(result), not_run=_not_run_checks(result),
                            provisional=model.provisional_note(result),
-                           environment=_environment_rows(result))
+                           environment=model.environment_rows(result),
+                           fix_first=model.fix_first(result))
 
 
 def _late_view(lateness) -> dict:
@@ -59,17 +60,6 @@ def _late_view(lateness) -> dict:
 
 def _not_run_checks(result: dict) -> list[str]:
     return [c["id"] for p in result.get("problems", []) for c in p["checks"] if c["not_run_here"]]
-
-
-def _environment_rows(result: dict) -> list[tuple[str, str]]:
-    sandbox = result.get("sandbox", "-")
-    if sandbox == "none":   # said plainly: this grade's student code could reach what the grader could
-        sandbox = "NONE: graded unsandboxed (student code could read and write what the grading user can)"
-    rows = [("device", result.get("device") or "-"), ("sandbox", sandbox),
-            ("suite", result.get("suite", "-")), ("grader", result.get("grader_version", "-")),
-            ("graded at", result.get("graded_at", "-"))]
-    rows += [(str(k), str(v)) for k, v in sorted((result.get("environment") or {}).items())]
-    return rows
 
 
 # --- the class page ----------------------------------------------------------------------------------
@@ -126,7 +116,7 @@ def render_index(results: list[dict], points, lateness: dict | None = None, late
         histogram=histogram([r for r in results if r["status"] != model.HARNESS_ERROR]),
         problems=problem_spreads(graded, points),
         most_failed=most_failed(graded), perf=perf_spreads(graded, points),
-        environment=_environment_rows(graded[0]) if graded else [],
+        environment=model.environment_rows(graded[0]) if graded else [],
         times=time_rows(graded), compiles=compiles_per_submission(graded),
         rows=[_index_row(r, lateness.get(r["id"])) for r in results])
 

@@ -10,12 +10,12 @@ and every check without a record scores zero with the run's reason (fail closed)
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from grader import results as results_format
 from grader.points import LEVEL_CREDIT, PointsTable, Problem
 from grader.results import DID_NOT_REPORT, NOT_RUN_HERE, TestRecord
-from grader.scoring import score_checks
+from grader.scoring import check_state, points_text, problem_data, score_checks
 
 RESULT_FORMAT = 1
 # How a submission's run ended. harness_error: the run could not start or the grader/suites failed
@@ -73,7 +73,7 @@ def build_result(student: str, points: PointsTable, read: results_format.StreamR
         "graded_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "score": {"earned": round(sum(p.earned for p in scores), 4),
                   "possible": sum(p.possible for p in scores), "total": sum(p.total for p in scores)},
-        "problems": [_problem(p) for p in scores if p.checks],
+        "problems": [problem_data(p) for p in scores if p.checks],
         "device": header.device if header else "", "environment": header.environment if header else {},
         "notes": notes, "log_tail": log[-LOG_TAIL_CHARS:],
         "missing_exact": header is not None and header.collected_tests is not None,
@@ -148,24 +148,6 @@ def result_tests(result: dict):
             yield from check["tests"]
 
 
-def _problem(score) -> dict:
-    checks = [_check(c) for c in score.checks]
-    return {"id": score.problem_id, "title": score.title, "earned": score.earned,
-            "possible": score.possible, "total": score.total,
-            "perf_earned": round(sum(c["earned"] for c in checks if c["perf"]), 4),
-            "perf_possible": sum(c["possible"] for c in checks if c["perf"]), "checks": checks}
-
-
-def _check(score) -> dict:
-    check = score.check
-    ladder = None
-    if check.ladder is not None:
-        ladder = {"pass": check.ladder.passing, "good": check.ladder.good,
-                  "excellent": check.ladder.excellent, "source": check.ladder.source}
-    return {"id": check.id, "description": check.description, "suite": check.suite, "perf": check.perf,
-            "points": check.points, "earned": round(score.earned, 4), "possible": score.possible,
-            "level": score.level, "not_run_here": score.not_run_here, "baseline": check.baseline,
-            "ladder": ladder, "tests": [asdict(t) for t in score.tests]}
 
 
 # --- view models for the templates -------------------------------------------------------------------
@@ -176,11 +158,6 @@ STATUS_LABELS = {"graded": "graded", "timeout": "timed out", "crashed": "crashed
 OUTCOME_LABELS = {"passed": "passed", "failed": "failed", "not_implemented": "not implemented",
                   "not_run_here": "not run here", "harness_error": "harness error (not your fault)",
                   "did_not_report": "did not report"}
-
-
-def points_text(value: float) -> str:
-    """2 -> '2', 2.5 -> '2.5', 2.3333 -> '2.33'."""
-    return f"{round(value, 2):g}"
 
 
 def percent_text(earned: float, possible: float) -> str:
@@ -203,13 +180,6 @@ def score_class(earned: float, possible: float) -> str:
 
 
 @dataclass
-class FailingTest:
-    name: str
-    outcome: str
-    message: str
-
-
-@dataclass
 class PerfRow:
     check: str
     description: str
@@ -221,6 +191,21 @@ class PerfRow:
 
 
 @dataclass
+class FoldedFailure:
+    """Tests of one check that failed with one message, shown once."""
+
+    names: list
+    outcome: str
+    message: str
+
+    @property
+    def label(self) -> str:
+        shown = ", ".join(self.names[:FOLDED_NAMES])
+        more = len(self.names) - FOLDED_NAMES
+        return shown + (f" and {more} more" if more > 0 else "")
+
+
+@dataclass
 class CheckRow:
     id: str
     description: str
@@ -228,7 +213,7 @@ class CheckRow:
     points: str
     css: str
     state: str
-    failing: list
+    failing: list           # FoldedFailure, one per distinct message
 
 
 @dataclass
@@ -241,30 +226,149 @@ class ProblemView:
     css: str
     checks: list
     perf_rows: list
+    missing: str = ""        # why the problem's module was not graded ("" when it was)
+
+
+FOLDED_NAMES = 4             # test names shown for a folded message before "and N more"
 
 
 def problem_views(result: dict) -> list[ProblemView]:
     views = []
+    missing = {module: _missing_text(result, module) for module in result.get("missing", [])}
     for problem in result.get("problems", []):
         rows, perf_rows = [], []
         for check in problem["checks"]:
-            failing = [FailingTest(test_name(t["nodeid"]), OUTCOME_LABELS.get(t["outcome"], t["outcome"]),
-                                   student_message(t["message"], check["suite"]))
-                       for t in check["tests"] if t["outcome"] != "passed"]
-            state = "not run here" if check["not_run_here"] else \
-                "passed" if check["earned"] >= check["points"] - 1e-9 else \
-                f"{len(failing)} of {len(check['tests'])} tests not passed"
+            failed = [t for t in check["tests"] if t["outcome"] != "passed"]
+            state = check_state(check)
             rows.append(CheckRow(check["id"], check["description"], points_text(check["earned"]),
                                  points_text(check["points"]),
                                  "none" if check["not_run_here"] else score_class(check["earned"], check["points"]),
-                                 state, failing))
+                                 state, [] if problem["id"] in missing else fold_failures(failed, check["suite"])))
             if check["perf"]:
                 perf_rows.append(_perf_row(check))
         views.append(ProblemView(problem["id"], problem["title"], points_text(problem["earned"]),
                                  points_text(problem["possible"]),
                                  percent_text(problem["earned"], problem["possible"]),
-                                 score_class(problem["earned"], problem["possible"]), rows, perf_rows))
+                                 score_class(problem["earned"], problem["possible"]), rows, perf_rows,
+                                 missing.get(problem["id"], "")))
     return views
+
+
+def fold_failures(tests: list[dict], suite: str) -> list[FoldedFailure]:
+    """One entry per distinct (outcome, message) of these tests, in the order they first appear."""
+    folded: dict[tuple[str, str], FoldedFailure] = {}
+    for test in tests:
+        outcome = OUTCOME_LABELS.get(test["outcome"], test["outcome"])
+        message = student_message(test["message"], suite)
+        entry = folded.setdefault((outcome, message), FoldedFailure([], outcome, message))
+        entry.names.append(test_name(test["nodeid"]))
+    return list(folded.values())
+
+
+# --- what to fix first -------------------------------------------------------------------------------
+
+
+# What the checker says when the process running the student's code died or hung (grader.impl).
+CRASH_MARKERS = ("the process running your code died", "your code did not return within",
+                 "hung earlier in this run", "the worker did not start")
+
+
+@dataclass
+class FixItem:
+    kind: str           # "missing", "crash" or "checks"
+    text: str
+    tests: int = 0      # how many tests it accounts for (0: not counted)
+
+
+def fix_first(result: dict) -> list[FixItem]:
+    """What the student should fix, in order: files that were not graded, runs and tests that crashed
+    or hung (each distinct message once, with its count), then how many checks are left."""
+    items = []
+    tests_of = {p["id"]: [t for c in p["checks"] for t in c["tests"]] for p in result.get("problems", [])}
+    for module in result.get("missing", []):
+        items.append(FixItem("missing", _missing_text(result, module), len(tests_of.get(module, []))))
+    if result.get("status") in (TIMEOUT, CRASHED) and result.get("reason"):
+        items.append(FixItem("crash", f"the run {STATUS_LABELS[result['status']]}: {result['reason']}"))
+    crashes: dict[str, int] = {}
+    for problem in result.get("problems", []):
+        if problem["id"] in result.get("missing", []):
+            continue
+        for check in problem["checks"]:
+            for test in check["tests"]:
+                line = _crash_line(student_message(test["message"], check["suite"]))
+                if line:
+                    crashes[line] = crashes.get(line, 0) + 1
+    items += [FixItem("crash", line, count) for line, count in crashes.items()]
+    open_checks = [c for p in result.get("problems", []) if p["id"] not in result.get("missing", [])
+                   for c in p["checks"] if not c["not_run_here"] and c["earned"] < c["points"] - 1e-9]
+    if open_checks:
+        items.append(FixItem("checks", f"{len(open_checks)} check{'s' if len(open_checks) != 1 else ''} of the "
+                             "submitted modules not passed yet: each is listed below with its failures"))
+    return items
+
+
+def _missing_text(result: dict, module: str) -> str:
+    why = (result.get("missing_reasons") or {}).get(module)
+    return f"{module}.py is missing from the submission" + (f" ({why})" if why else "")
+
+
+def _crash_line(message: str) -> str:
+    for line in message.splitlines():
+        if any(marker in line for marker in CRASH_MARKERS):
+            return line.strip()
+    return ""
+
+
+# --- the environment a grade was measured in -------------------------------------------------------------
+
+
+ENVIRONMENT_LABELS = {   # result.json's environment keys, in the order shown; the rest follow by name
+    "gpu_name": "GPU", "gpu_count": "GPUs visible", "driver": "NVIDIA driver", "cuda": "CUDA", "cudnn": "cuDNN",
+    "python": "Python", "torch": "PyTorch", "triton": "Triton", "clocks_before": "clocks before the checks",
+    "clocks_after": "clocks after the checks", "copy_gbs": "copy bandwidth", "matmul_tflops": "bf16 matmul",
+    "other_gpu_processes": "other processes on the GPU", "calibration": "perf ladders",
+    "fingerprint_error": "environment not measured",
+}
+HIDDEN_ENVIRONMENT = {"device", "gpu_uuid"}   # the device is its own row; a GPU's UUID helps nobody reading
+
+
+def environment_rows(result: dict) -> list[tuple[str, str]]:
+    """(label, value) rows for the report's Environment table: labelled, formatted, empty ones left out."""
+    sandbox = result.get("sandbox", "")
+    if sandbox == "none":   # said plainly: this grade's student code could reach what the grader could
+        sandbox = "NONE: graded unsandboxed (student code could read and write what the grading user can)"
+    rows = [("device", result.get("device") or (result.get("environment") or {}).get("device", "")),
+            ("sandbox", sandbox), ("suite", result.get("suite", "")), ("grader", result.get("grader_version", "")),
+            ("graded at", result.get("graded_at", ""))]
+    environment = {k: v for k, v in (result.get("environment") or {}).items() if k not in HIDDEN_ENVIRONMENT}
+    order = [*[k for k in ENVIRONMENT_LABELS if k in environment], *sorted(set(environment) - set(ENVIRONMENT_LABELS))]
+    rows += [(ENVIRONMENT_LABELS.get(key, key.replace("_", " ")), _environment_value(key, environment[key]))
+             for key in order]
+    return [(label, value) for label, value in rows if value not in ("", None)]
+
+
+def _environment_value(key: str, value) -> str:
+    if value is None or value == [] or value == {}:
+        return ""
+    if key == "gpu_count":
+        return "" if value in (0, 1) else str(value)
+    if key.startswith("clocks") and isinstance(value, dict):
+        parts = [f"{name} {value[field]} MHz" for field, name in (("sm_mhz", "SM"), ("mem_mhz", "memory"))
+                 if value.get(field) is not None]
+        return ", ".join(parts)
+    if key == "copy_gbs":
+        return f"{value:g} GB/s"
+    if key == "matmul_tflops":
+        return f"{value:g} TFLOP/s"
+    if key == "other_gpu_processes":
+        return "pids " + ", ".join(str(pid) for pid in value)
+    if key == "calibration" and isinstance(value, dict):
+        return value.get("warning") or (f"calibrated on {value['model']}" if value.get("model") else "")
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items() if v not in (None, ""))
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(item) for item in value)
+    return str(value)
 
 
 def _perf_row(check: dict) -> PerfRow:

@@ -52,14 +52,32 @@ def writable_entries(path: list[str], unsafe_roots) -> list[str]:
     return unsafe
 
 
+def interpreter_folders() -> set[Path]:
+    """The interpreter's installation and its environment (sys.prefix, the base Python's prefix): its
+    standard library and site-packages, which torch and pytest import from late. A Python or a venv
+    under HOME (pyenv, conda, the handout's `.venv`) keeps them; where student code could write there, it
+    could rewrite the checker's torch as well, so dropping them would guard nothing."""
+    import site
+
+    folders = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, site.getusersitepackages()}
+    return {Path(folder).resolve() for folder in folders if folder}
+
+
+def _inside(path: Path, folders: set[Path]) -> bool:
+    return any(path == folder or folder in path.parents for folder in folders)
+
+
 def seal(suite_folders, environ=os.environ) -> list[str]:
     """Preload, then drop from `sys.path` the working folder and everything inside the suites'
-    folders, the disposable copy, TMPDIR and HOME. Returns what was dropped."""
+    folders, the disposable copy, TMPDIR and HOME, except the grader's tree and the interpreter's own
+    library folders. Returns what was dropped."""
     preload()
     roots = [*suite_folders, environ.get("GRADER_DISPOSABLE_TESTS"), environ.get("TMPDIR"), environ.get("HOME")]
     grader_home = Path(__file__).resolve().parents[2]   # the read-only checker tree: needed, kept
+    interpreter = interpreter_folders()
     dropped = [entry for entry in writable_entries(sys.path, roots)
-               if entry in ("", ".") or Path(entry).resolve() != grader_home]
+               if entry in ("", ".") or not (Path(entry).resolve() == grader_home
+                                            or _inside(Path(entry).resolve(), interpreter))]
     sys.path[:] = [entry for entry in sys.path if entry not in dropped]
     importlib.invalidate_caches()
     return dropped

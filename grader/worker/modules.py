@@ -1,19 +1,25 @@
 """Where an implementation's modules are and how they are imported: `resolve` finds them (the
 `assignment` or `solutions` package of this repo, or a submission folder, flat or under
-`assignment/`), `Modules` imports only the allow-listed names. Used by the worker, by the in-process
-mode and by `grader bench`; it imports nothing of the checker."""
+`assignment/`), `Modules` imports only the allow-listed names. For student code (the `assignment`
+package) an import of `assignment.<name>` that is not a module or helper that counts
+(grader.submission_files) fails with one message in every mode, so what runs locally is what is
+graded. Used by the worker, by the in-process mode and by `grader bench`; it imports nothing of the
+checker."""
 
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
 
-MODULES = ("accounting", "mixed_precision", "softmax", "matmul", "flash_attention")
+from grader import submission_files
+
+MODULES = submission_files.MODULES
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SUBMISSION_PACKAGE = "assignment"   # a submission folder is imported under the name students use
+SUBMISSION_PACKAGE = submission_files.PACKAGE   # a submission folder is imported under the name students use
 
 
 class ModuleMissing(NotImplementedError):
@@ -72,6 +78,8 @@ class Modules:
         from grader.worker import allowed_imports
 
         allowed_imports.install(self.spec.package)   # before the first student line runs
+        if self.spec.package == SUBMISSION_PACKAGE:
+            OnlyWhatCounts.install(submission_files.importable(Path(self.spec.directory)))
         if self.spec.is_folder:
             # A fresh package object whose path is the submission folder, under the name students use.
             package = types.ModuleType(SUBMISSION_PACKAGE)
@@ -85,3 +93,22 @@ class Modules:
             self._package = importlib.import_module(self.spec.package)
 
 
+
+
+class OnlyWhatCounts(importlib.abc.MetaPathFinder):
+    """Refuses `assignment.<name>` for every name that is not a module or helper that counts: such a file
+    is not staged when grading, so it must not work locally either."""
+
+    def __init__(self, allowed: set[str]):
+        self.allowed = set(allowed)
+
+    @classmethod
+    def install(cls, allowed: set[str]) -> None:
+        sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, cls)]
+        sys.meta_path.insert(0, cls(allowed))
+
+    def find_spec(self, fullname, path=None, target=None):
+        package, _, rest = fullname.partition(".")
+        if package == SUBMISSION_PACKAGE and rest and rest.split(".")[0] not in self.allowed:
+            raise ModuleNotFoundError(submission_files.MISSING_IMPORT.format(name=fullname), name=fullname)
+        return None
