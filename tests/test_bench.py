@@ -7,10 +7,10 @@ import json
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import REPO_ROOT
 from perf_fakes import FakeImpl, baseline, clock_bench, exact_check, kernel_module
 
 from grader.bench import kernels as bench
@@ -20,6 +20,7 @@ from grader.perf.cases import KERNELS, Benchmark, benchmarks
 from grader.perf.record import PerfResult
 from grader.points import CALIBRATION_FILE, load_points
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 torch = pytest.importorskip("torch")
 on_cpu = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU run (on a GPU the real command runs)")
 
