@@ -271,7 +271,8 @@ def test_an_ordinary_test_holds_the_shared_lock_throughout_and_a_perf_test_does_
 
     lock = RecordingLock()
     monkeypatch.setattr(gpu_lock, "current", lambda: lock)
-    item = types.SimpleNamespace(get_closest_marker=lambda name: object() if (perf and name == "perf") else None)
+    marker = types.SimpleNamespace(args=("softmax.perf.online",), kwargs={})
+    item = types.SimpleNamespace(get_closest_marker=lambda name: marker if (perf and name == "perf") else None)
     hook = plugin.pytest_runtest_call(item)
     next(hook)                                   # the test body runs here
     assert lock.shared_now is held
@@ -287,7 +288,8 @@ def test_fixtures_set_up_and_torn_down_under_the_shared_lock(monkeypatch, phase,
 
     lock = RecordingLock()
     monkeypatch.setattr(gpu_lock, "current", lambda: lock)
-    item = types.SimpleNamespace(get_closest_marker=lambda name: object() if (perf and name == "perf") else None)
+    marker = types.SimpleNamespace(args=("softmax.perf.online",), kwargs={})
+    item = types.SimpleNamespace(get_closest_marker=lambda name: marker if (perf and name == "perf") else None)
     hook = getattr(plugin, phase)(item)
     next(hook)                                   # the fixtures run here
     assert lock.shared_now

@@ -109,9 +109,12 @@ def test_an_op_outside_the_allow_list_fails_the_call(student, function, op):
     assert op in call(student, function, *PAIR)
 
 
-def test_a_harness_function_the_student_calls_is_still_the_students_call(student):
+def test_a_harness_function_the_student_calls_is_refused_as_an_import_outside_the_allowed_list(student):
+    from grader.worker.allowed_imports import ImportNotAllowed
+
     q = torch.randn(1, 4, 8)
-    assert call(student, "through_a_harness_function", q, q)
+    with pytest.raises(ImportNotAllowed, match="grader cannot be imported here"):
+        call(student, "through_a_harness_function", q, q)
 
 
 def test_allocation_layout_and_queries_pass(student):
