@@ -142,6 +142,11 @@ EXPECTED = {
     "planted_stdlib_modules": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL, message=r"mismatch"),
     "oob_kernel_write": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL + (ATTENTION,),
                                message=r"illegal memory access.*fresh process"),
+    # values the checker cannot judge, and replies and notices built by hand on the channel
+    "unjudgeable_return_value": Expect(zero=(MASKED,), kept=SOFTMAX_TRITON + (MATMUL,),
+                                       message=r"could not judge what your code returned, a str"),
+    "compile_notice_flood": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"compile notice"),
+    "zero_stride_reply": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"overlapping strides"),
     # timing cheats: correct code, so every correctness check is kept; their perf ratio is judged by
     # test_timing_cheats_gain_nothing_over_the_clean_reference
     "timing_side_stream": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
@@ -154,6 +159,11 @@ GALLERY_PERF = "softmax.gallery.perf"
 CHEAT_RATIO_TOLERANCE = 1.15
 
 HOLES = {  # attack -> why it still scores today (strict xfail: fixing the hole makes the test pass)
+    "unjudgeable_return_value": "an exception while judging a returned value is filed as a harness error: "
+                                "the whole grade is withheld",
+    "compile_notice_flood": "unasked compile notices are answered with blocking sends outside the call's "
+                            "deadline: the run stalls until the submission's wall budget",
+    "zero_stride_reply": "a reply tensor with zero strides is accepted: 4 bytes seen as 3e9 elements",
 }
 
 
