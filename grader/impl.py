@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.perf import gpu_lock
+from grader.returned_values import ReturnedValues, caller_outside
 from grader.worker.modules import MODULES, SUBMISSION_PACKAGE, ImplSpec, ModuleMissing, Modules, resolve
 
 DEFAULT_CALL_TIMEOUT = float(os.environ.get("GRADER_CALL_TIMEOUT", "300"))
@@ -66,6 +67,8 @@ class Impl:
         # The scan's copy, taken before any student code runs: the worker can rewrite the files later.
         self._sources = _read_sources(spec.directory)
         self._scanned: dict[tuple, list] = {}
+        # What the student's code handed back this test: judging it may raise, which is their failure.
+        self.returned = ReturnedValues()
 
     @contextlib.contextmanager
     def guards(self, forbid: tuple[str, ...] = (), require_triton: bool = False,
@@ -94,7 +97,7 @@ class Impl:
         __tracebackhide__ = True  # noqa: F841
         self._scan(self._rules.scan or (module, (function,)))
         with gpu_lock.shared():    # other submissions on this GPU may run too, unless a perf check times
-            return self._request("call", (module, function), args, kwargs)
+            return self._returning(self._request("call", (module, function), args, kwargs))
 
     def run(self, fn, *args, **kwargs):
         """Run the harness function `fn(modules, *args, **kwargs)` where the student's code lives."""
@@ -103,7 +106,7 @@ class Impl:
         if self._rules.scan:
             self._scan(self._rules.scan)
         with gpu_lock.shared():
-            return self._request("run", fn, args, kwargs)
+            return self._returning(self._request("run", fn, args, kwargs))
 
     def run_harness(self, fn, *args, **kwargs):
         """`run` for the harness's own housekeeping (say, handing cached GPU memory back), which calls no
@@ -114,6 +117,10 @@ class Impl:
             return self.run(fn, *args, **kwargs)
         finally:
             self._rules = previous
+
+    def _returning(self, value):
+        self.returned.record(value, caller_outside())
+        return value
 
     def source(self, module: str) -> str:
         """The submitted source of `module`, read as text (never imported here)."""

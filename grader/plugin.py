@@ -227,6 +227,9 @@ def pytest_runtest_call(item):
     for its warm-up and exclusively for its rounds (grader.perf.measure)."""
     from grader.perf import gpu_lock
 
+    impl = getattr(item, "funcargs", {}).get("impl")
+    if impl is not None:
+        impl.returned.clear()     # what an earlier test got back is not this test's to judge
     with _hint_circumstances(item):
         if item.get_closest_marker("perf"):
             return (yield)
@@ -316,7 +319,27 @@ def _classify(item, call, report) -> tuple[str, str]:
         return results.FAILED, _short(report)
     if report.when == "call" and _is_failure(call):
         return results.FAILED, _short(report)
+    judged = _judging_what_it_returned(item, call, error) if report.when == "call" else None
+    if judged is not None:
+        return results.FAILED, judged
     return results.HARNESS_ERROR, _short(report)
+
+
+def _judging_what_it_returned(item, call, error) -> str | None:
+    """The message when the checker raised while judging a value the student's code returned: a value
+    it could not judge is the student's failure (grader.returned_values), never a withheld grade."""
+    from grader.returned_values import describe
+
+    impl = item.funcargs.get("impl")
+    if impl is None or error is None:
+        return None
+    found, value = impl.returned.culprit(call.excinfo.tb, (os.path.dirname(os.path.realpath(str(item.path))) + os.sep,))
+    if not found:
+        return None
+    text = " ".join(str(error).split())[:300]
+    return (f"{_test_line(item, call)}the checker could not judge what your code returned, "
+            f"{describe(value)}: {type(error).__name__}: {text}\nCheck the type and shape your function returns "
+            "against its docstring.")
 
 
 def _interpreter_limit(item, error) -> str | None:

@@ -1,0 +1,143 @@
+"""A value the student's code returned that the checker cannot even judge is the student's failure.
+
+Judging raises instead of asserting when the value is of the wrong kind: a str indexed like a dict, one
+tensor unpacked like a pair, a 4000-digit int given to `math.isfinite`. That is a failed test with a
+message naming the returned value's type, never a harness error (which withholds the whole grade and
+is regraded forever). A bug in the test's own maths, which touches no returned value, stays a harness
+error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grader import results
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+POINTS = textwrap.dedent('''
+    [problem]
+    id = "softmax"
+    title = "Fake softmax"
+    order = 1
+
+    [checks."softmax.fake.values"]
+    points = 4
+    [checks."softmax.fake.harness"]
+    points = 2
+''')
+
+SUBMISSION = textwrap.dedent('''
+    def as_text(x):
+        return "a dict was expected"
+
+    def one_tensor(x):
+        return x * 2
+
+    def huge(x):
+        return 10 ** 4000
+
+    def as_nested_text(x):
+        return ("a", "tuple of str")
+
+    def fine(x):
+        return x * 2
+''')
+
+SUITE = textwrap.dedent('''
+    import math
+
+    import pytest
+    import torch
+
+    from grader.diagnose import check_value
+
+    @pytest.mark.check("softmax.fake.values")
+    def test_a_str_where_a_dict_is_expected(impl):
+        result = impl.softmax.as_text(torch.ones(3))
+        assert torch.equal(result["out"], torch.ones(3))
+
+    @pytest.mark.check("softmax.fake.values")
+    def test_one_tensor_where_a_pair_is_expected(impl):
+        o, lse = impl.softmax.one_tensor(torch.ones(3))
+
+    @pytest.mark.check("softmax.fake.values")
+    def test_a_huge_int_given_to_isfinite(impl):
+        n = impl.softmax.huge(torch.ones(1))
+        assert math.isfinite(n) and n > 0
+
+    @pytest.mark.check("softmax.fake.values")
+    def test_a_part_of_the_returned_value_given_to_torch(impl):
+        out, lse = impl.softmax.as_nested_text(torch.ones(1))
+        assert torch.isnan(lse).any()
+
+    @pytest.mark.check("softmax.fake.values")
+    def test_a_huge_int_given_to_check_value(impl):
+        check_value("huge(x)", impl.softmax.huge(torch.ones(1)), 7.2e23)
+
+    @pytest.mark.check("softmax.fake.harness")
+    def test_a_bug_in_the_reference_after_the_call(impl):
+        out = impl.softmax.fine(torch.ones(2))
+        expected = torch.ones(2).softmax(dim=3)
+        assert torch.equal(out, expected)
+
+    @pytest.mark.check("softmax.fake.harness")
+    def test_a_bug_on_the_checkers_own_values(impl):
+        out = impl.softmax.fine(torch.ones(2))
+        table = {"expected": torch.ones(2) * 2}
+        assert torch.equal(out, table["wanted"])
+''')
+
+JUDGED = ("test_a_str_where_a_dict_is_expected", "test_one_tensor_where_a_pair_is_expected",
+          "test_a_huge_int_given_to_isfinite", "test_a_part_of_the_returned_value_given_to_torch",
+          "test_a_huge_int_given_to_check_value")
+NAMED_TYPE = {"test_a_str_where_a_dict_is_expected": "a str", "test_one_tensor_where_a_pair_is_expected": "a Tensor",
+              "test_a_huge_int_given_to_isfinite": "an int of 13288 bits",
+              "test_a_part_of_the_returned_value_given_to_torch": "a str"}
+
+
+@pytest.fixture(scope="module", params=["in_process", "isolated"])
+def records(request, tmp_path_factory):
+    """The suite above against the submission above: {test name: its record}."""
+    project = tmp_path_factory.mktemp(f"values-{request.param}")
+    (project / "points").mkdir()
+    (project / "points" / "softmax.toml").write_text(POINTS)
+    (project / "submission").mkdir()
+    (project / "submission" / "softmax.py").write_text(SUBMISSION)
+    (project / "tests_public").mkdir()
+    (project / "tests_public" / "test_values.py").write_text(SUITE)
+    return run_fake_suite(project, isolated=request.param == "isolated")
+
+
+def run_fake_suite(project, *, isolated: bool) -> dict:
+    stream = project / "results.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "GRADER_POINTS_DIR": str(project / "points"),
+           "GRADER_FORCE_CPU": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    for name in ("GRADER_IMPL", "GRADER_ISOLATE"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "grader.plugin", "-p", "no:cacheprovider",
+                           "tests_public", "--impl", str(project / "submission"), f"--results-json={stream}",
+                           *(["--isolate"] if isolated else [])],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    read = results.read_stream(stream.read_text())
+    assert read.finished, done.stdout[-3000:] + done.stderr[-3000:]
+    return {record.nodeid.split("::")[-1]: record for record in read.results.tests}
+
+
+@pytest.mark.parametrize("name", JUDGED)
+def test_a_value_the_checker_cannot_judge_is_the_students_failure(records, name):
+    record = records[name]
+    assert record.outcome == results.FAILED, record.message
+    if name in NAMED_TYPE:
+        assert f"could not judge what your code returned, {NAMED_TYPE[name]}" in record.message, record.message
+
+
+@pytest.mark.parametrize("name", ["test_a_bug_in_the_reference_after_the_call",
+                                  "test_a_bug_on_the_checkers_own_values"])
+def test_a_bug_in_the_test_that_touches_no_returned_value_stays_a_harness_error(records, name):
+    assert records[name].outcome == results.HARNESS_ERROR, records[name].message
