@@ -159,11 +159,6 @@ GALLERY_PERF = "softmax.gallery.perf"
 CHEAT_RATIO_TOLERANCE = 1.15
 
 HOLES = {  # attack -> why it still scores today (strict xfail: fixing the hole makes the test pass)
-    "unjudgeable_return_value": "an exception while judging a returned value is filed as a harness error: "
-                                "the whole grade is withheld",
-    "compile_notice_flood": "unasked compile notices are answered with blocking sends outside the call's "
-                            "deadline: the run stalls until the submission's wall budget",
-    "zero_stride_reply": "a reply tensor with zero strides is accepted: 4 bytes seen as 3e9 elements",
 }
 
 
