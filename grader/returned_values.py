@@ -24,7 +24,8 @@ import os
 import sys
 from types import CodeType, FrameType, TracebackType
 
-KEPT = 16                    # latest returned values remembered per test (perf loops return thousands)
+KEPT = 8                     # latest returned values remembered per test (perf loops return thousands)
+HOLD_BYTES = 16 << 20        # a value holding more tensor data is remembered weakly: never kept alive
 MAX_PARTS = 10_000           # parts of one returned value looked into (a long list of tensors)
 _LOADS = {"LOAD_FAST", "LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_NAME", "LOAD_GLOBAL"}
 _CALLS = {"CALL", "CALL_FUNCTION", "CALL_METHOD", "CALL_FUNCTION_EX", "CALL_FUNCTION_KW"}
@@ -41,29 +42,67 @@ class ReturnedValues:
         self._values.clear()
 
     def record(self, value, caller: FrameType | None) -> None:
-        where = (id(caller), caller.f_lasti) if caller is not None else None
+        where = (id(caller), caller.f_code, caller.f_lasti) if caller is not None else None
+        if _tensor_bytes(value) > HOLD_BYTES:      # a perf check's outputs must be freed as they were
+            value = _Weakly(value)
         self._values.append((value, where))
 
     def culprit(self, traceback: TracebackType | None, checker_files=()) -> tuple[bool, object]:
         """(True, the returned value) when the exception of `traceback` was raised while checker code
         judged a value the student returned; (False, None) otherwise."""
-        if not self._values:
+        values = [(_live(value), where) for value, where in self._values]
+        values = [(value, where) for value, where in values if value is not _MISSING]
+        if not values:
             return False, None
-        parts = _parts([value for value, _ in self._values])
-        calls = {where: value for value, where in self._values if where is not None}
-        frames = [(tb.tb_frame, tb.tb_lasti) for tb in _walk(traceback)]
-        for frame, lasti in reversed(frames):
+        parts = _parts([value for value, _ in values])
+        calls = {where: value for value, where in values if where is not None}
+        for tb in reversed(list(_walk(traceback))):
+            frame = tb.tb_frame
             if not _is_checker(frame.f_code.co_filename, checker_files):
                 continue
-            names, call_offsets = _operands(frame.f_code, lasti)
+            names, call_offsets = _operands(frame.f_code, tb.tb_lasti)
             for offset in call_offsets:
-                if (id(frame), offset) in calls:
-                    return True, calls[(id(frame), offset)]
+                if (id(frame), frame.f_code, offset) in calls:
+                    return True, calls[(id(frame), frame.f_code, offset)]
             for name in names:
                 value = frame.f_locals.get(name, _MISSING)
                 if value is not _MISSING and id(value) in parts and _distinct(value):
                     return True, value
         return False, None
+
+
+class _Weakly:
+    """A returned value too large to keep alive: weak references to its tensors (a lone tensor stands for
+    the whole value; the containers of a large value are not looked into)."""
+
+    def __init__(self, value):
+        import weakref
+
+        self.refs = [weakref.ref(part) for part in _walk_parts([value]) if _is_tensor(part)]
+        self.lone = _is_tensor(value)
+
+
+def _live(value):
+    if not isinstance(value, _Weakly):
+        return value
+    tensors = [ref() for ref in value.refs]
+    tensors = [tensor for tensor in tensors if tensor is not None]
+    if value.lone:
+        return tensors[0] if tensors else _MISSING
+    return tuple(tensors) if tensors else _MISSING
+
+
+def _is_tensor(value) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _tensor_bytes(value) -> int:
+    total = 0
+    for part in _walk_parts([value]):
+        if _is_tensor(part):
+            total += part.numel() * part.element_size()
+    return total
 
 
 _MISSING = object()
@@ -103,19 +142,19 @@ def _is_checker(filename: str, checker_files) -> bool:
 
 
 def _distinct(value) -> bool:
-    """Only values that are objects of their own: None, bools, small ints and one-character strings are
-    shared by everyone, so a checker's `dim = 1` is never the student's 1."""
+    """Only values that are objects of their own: None, bools, small ints, one-character strings and
+    torch's dtypes are shared by everyone, so a checker's `dim = 1` is never the student's 1."""
     if value is None or isinstance(value, bool):
         return False
     if isinstance(value, int):
         return not -5 <= value <= 256
     if isinstance(value, (str, bytes, tuple)):
         return len(value) > 1 or isinstance(value, tuple) and len(value) == 1
-    return isinstance(value, (float, complex, list, dict, set)) or type(value).__module__.startswith("torch")
+    return isinstance(value, (float, complex, list, dict, set)) or _is_tensor(value)
 
 
-def _parts(values) -> set[int]:
-    """ids of the returned values and of everything inside their lists, tuples and dicts."""
+def _walk_parts(values):
+    """The values and everything inside their lists, tuples and dicts, each once (bounded)."""
     seen: set[int] = set()
     stack = list(values)
     while stack and len(seen) < MAX_PARTS:
@@ -123,11 +162,15 @@ def _parts(values) -> set[int]:
         if id(value) in seen:
             continue
         seen.add(id(value))
-        if type(value) in (list, tuple) or isinstance(value, tuple):
+        yield value
+        if isinstance(value, (list, tuple)):
             stack.extend(value)
-        elif type(value) is dict:
+        elif isinstance(value, dict):
             stack.extend(value.values())
-    return seen
+
+
+def _parts(values) -> set[int]:
+    return {id(part) for part in _walk_parts(values)}
 
 
 def _operands(code: CodeType, lasti: int) -> tuple[list[str], list[int]]:

@@ -141,3 +141,22 @@ def test_a_value_the_checker_cannot_judge_is_the_students_failure(records, name)
                                   "test_a_bug_on_the_checkers_own_values"])
 def test_a_bug_in_the_test_that_touches_no_returned_value_stays_a_harness_error(records, name):
     assert records[name].outcome == results.HARNESS_ERROR, records[name].message
+
+
+def test_a_large_returned_tensor_is_not_kept_alive_for_judging():
+    """A perf check's outputs must be freed when its loop drops them, as before."""
+    import gc
+    import weakref
+
+    import torch
+
+    from grader.returned_values import HOLD_BYTES, ReturnedValues
+
+    returned = ReturnedValues()
+    big = torch.zeros(HOLD_BYTES // 4 + 1)
+    returned.record(big, None)
+    returned.record((big, 1.5), None)
+    alive = weakref.ref(big)
+    del big
+    gc.collect()
+    assert alive() is None
