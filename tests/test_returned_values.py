@@ -8,17 +8,11 @@ error."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from grader import results
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 POINTS = textwrap.dedent('''
     [problem]
@@ -101,46 +95,35 @@ NAMED_TYPE = {"test_a_str_where_a_dict_is_expected": "a str", "test_one_tensor_w
               "test_a_part_of_the_returned_value_given_to_torch": "a str"}
 
 
-@pytest.fixture(scope="module", params=["in_process", "isolated"])
-def records(request, tmp_path_factory):
-    """The suite above against the submission above: {test name: its record}."""
-    project = tmp_path_factory.mktemp(f"values-{request.param}")
+@pytest.fixture(params=["in_process", "isolated"])
+def records(request, grader_pytester, run_suites):
+    """The suite above against the submission above, in both modes: {test name: its record}."""
+    project = grader_pytester.path
     (project / "points").mkdir()
     (project / "points" / "softmax.toml").write_text(POINTS)
     (project / "submission").mkdir()
     (project / "submission" / "softmax.py").write_text(SUBMISSION)
     (project / "tests_public").mkdir()
     (project / "tests_public" / "test_values.py").write_text(SUITE)
-    return run_fake_suite(project, isolated=request.param == "isolated")
-
-
-def run_fake_suite(project, *, isolated: bool) -> dict:
     stream = project / "results.jsonl"
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "GRADER_POINTS_DIR": str(project / "points"),
-           "GRADER_FORCE_CPU": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    for name in ("GRADER_IMPL", "GRADER_ISOLATE"):
-        env.pop(name, None)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "grader.plugin", "-p", "no:cacheprovider",
-                           "tests_public", "--impl", str(project / "submission"), f"--results-json={stream}",
-                           *(["--isolate"] if isolated else [])],
-                          cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    done = run_suites("tests_public", "--impl", str(project / "submission"), f"--results-json={stream}",
+                      *(["--isolate"] if request.param == "isolated" else []))
     read = results.read_stream(stream.read_text())
-    assert read.finished, done.stdout[-3000:] + done.stderr[-3000:]
+    assert read.finished, done.stdout.str()[-3000:] + done.stderr.str()[-3000:]
     return {record.nodeid.split("::")[-1]: record for record in read.results.tests}
 
 
-@pytest.mark.parametrize("name", JUDGED)
-def test_a_value_the_checker_cannot_judge_is_the_students_failure(records, name):
-    record = records[name]
-    assert record.outcome == results.FAILED, record.message
-    if name in NAMED_TYPE:
-        assert f"could not judge what your code returned, {NAMED_TYPE[name]}" in record.message, record.message
+def test_a_value_the_checker_cannot_judge_is_the_students_failure(records):
+    for name in JUDGED:
+        record = records[name]
+        assert record.outcome == results.FAILED, (name, record.message)
+        if name in NAMED_TYPE:
+            assert f"could not judge what your code returned, {NAMED_TYPE[name]}" in record.message, record.message
 
 
-@pytest.mark.parametrize("name", ["test_a_bug_in_the_reference_after_the_call",
-                                  "test_a_bug_on_the_checkers_own_values"])
-def test_a_bug_in_the_test_that_touches_no_returned_value_stays_a_harness_error(records, name):
-    assert records[name].outcome == results.HARNESS_ERROR, records[name].message
+def test_a_bug_in_the_test_that_touches_no_returned_value_stays_a_harness_error(records):
+    for name in ("test_a_bug_in_the_reference_after_the_call", "test_a_bug_on_the_checkers_own_values"):
+        assert records[name].outcome == results.HARNESS_ERROR, (name, records[name].message)
 
 
 def test_a_large_returned_tensor_is_not_kept_alive_for_judging():
