@@ -3,7 +3,8 @@
 - A spreadsheet (grades.csv, the Canvas export): a cell that starts with `=`, `+`, `-` or `@` (or a tab
   or carriage return) is read as a formula by Excel, LibreOffice and Sheets, so a submission named
   `=HYPERLINK("http://...")` would run in the TA's gradebook. `csv_cell` prefixes such a cell with `'`,
-  which spreadsheets show as text; plain numbers (`-0.5`) are left as they are.
+  which spreadsheets show as text; plain numbers (`-0.5`) are left as they are. Its control characters
+  are escaped as below, since staff also read CSV files in a terminal.
 - A terminal (log.txt, the log's tail in result.json): escape sequences (ESC, OSC, CSI), carriage returns
   and bidirectional overrides in the student's output can rewrite what `cat log.txt` shows, set the
   terminal's title or clipboard, or hide text. `printable` writes every such character as a visible
@@ -22,8 +23,8 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u20
 
 
 def csv_cell(value) -> str:
-    """`value` as a CSV cell no spreadsheet evaluates."""
-    text = "" if value is None else str(value)
+    """`value` as a CSV cell no spreadsheet evaluates and no terminal that shows the file obeys."""
+    text = printable("" if value is None else str(value))
     if text.startswith(_FORMULA_START) and not _NUMBER.fullmatch(text):
         return "'" + text
     return text
