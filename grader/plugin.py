@@ -227,9 +227,9 @@ def pytest_runtest_call(item):
     for its warm-up and exclusively for its rounds (grader.perf.measure)."""
     from grader.perf import gpu_lock
 
-    impl = getattr(item, "funcargs", {}).get("impl")
-    if impl is not None:
-        impl.returned.clear()     # what an earlier test got back is not this test's to judge
+    returned = getattr(getattr(item, "funcargs", {}).get("impl"), "returned", None)
+    if returned is not None:
+        returned.clear()          # what an earlier test got back is not this test's to judge
     with _hint_circumstances(item):
         if item.get_closest_marker("perf"):
             return (yield)
@@ -330,12 +330,12 @@ def _judging_what_it_returned(item, call, error) -> str | None:
     it could not judge is the student's failure (grader.returned_values), never a withheld grade."""
     from grader.returned_values import describe
 
-    impl = item.funcargs.get("impl")
-    if impl is None or error is None:
+    returned = getattr(item.funcargs.get("impl"), "returned", None)
+    if returned is None or error is None:
         return None
     test_folder = os.path.dirname(os.path.realpath(str(item.path))) + os.sep
     try:
-        found, value = impl.returned.culprit(call.excinfo.tb, (test_folder,))
+        found, value = returned.culprit(call.excinfo.tb, (test_folder,))
         if not found:
             return None
         text = " ".join(str(error).split())[:300]
