@@ -28,8 +28,44 @@ def _is_number(value) -> bool:
 
 def _same(a, b, rel: float) -> bool:
     if _is_number(a) and _is_number(b):
-        return math.isclose(float(a), float(b), rel_tol=rel, abs_tol=0.0) or a == b
-    return a == b
+        return _close(a, b, rel) or a == b
+    return _equal(a, b)
+
+
+def _equal(a, b) -> bool:
+    """`a == b`, total: a value whose comparison raises (or answers with no truth value) is not equal."""
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - the student's value decides what == does; it must never crash the check
+        return False
+
+
+def _close(a, b, rel: float) -> bool:
+    """math.isclose for any two numbers, exact where a float would overflow (an int of 4000 digits)."""
+    try:
+        return math.isclose(float(a), float(b), rel_tol=rel, abs_tol=0.0)
+    except OverflowError:
+        if not (_finite(a) and _finite(b)):
+            return False
+        a, b = Fraction(a), Fraction(b)
+        return abs(a - b) <= Fraction(rel) * max(abs(a), abs(b))
+
+
+def _finite(value) -> bool:
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def _ratio(got, expected) -> float | None:
+    """got / expected as a float (+-inf when it overflows one), None when there is no ratio."""
+    if not (_is_number(got) and _is_number(expected)) or expected == 0 or not _finite(expected):
+        return None
+    if not _finite(got):
+        return math.inf
+    quotient = Fraction(got) / Fraction(expected)
+    try:
+        return float(quotient)
+    except OverflowError:
+        return math.inf if quotient > 0 else -math.inf
 
 
 def explain_ratio(got, expected, signatures: Mapping[float, str], *, rel: float = RATIO_TOLERANCE) -> str | None:
@@ -37,9 +73,9 @@ def explain_ratio(got, expected, signatures: Mapping[float, str], *, rel: float 
 
     None as well when either value is not a number or `expected` is 0 (no ratio then).
     """
-    if not (_is_number(got) and _is_number(expected)) or expected == 0:
+    ratio = _ratio(got, expected)
+    if ratio is None:
         return None
-    ratio = float(Fraction(got) / Fraction(expected)) if math.isfinite(got) else math.inf
     for factor, cause in signatures.items():
         if math.isclose(ratio, float(factor), rel_tol=rel):
             return cause
@@ -54,12 +90,24 @@ def explain_value(got, wrong_answers: Mapping[object, str], *, rel: float = RATI
     return None
 
 
-def _show(value) -> str:
-    if isinstance(value, bool) or not _is_number(value):
-        return repr(value)
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
-        return f"{int(value):,}"
-    return f"{float(value):.10g}"
+def _show(value, limit: int = 200) -> str:
+    """The value as the student would write it, bounded: whatever came back, this never raises."""
+    try:
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+            return f"an int of about {int(value.bit_length() * 0.30103) + 1} digits"
+        if isinstance(value, bool) or not _is_number(value):
+            text = repr(value)
+        elif isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
+            text = f"{int(value):,}"
+        else:
+            text = f"{float(value):.10g}"
+    except Exception:  # noqa: BLE001 - a value that cannot be shown is still named by its type
+        text = _a(type(value).__name__)
+    return text if len(text) <= limit else f"{text[:limit]}... ({_a(type(value).__name__)} of {len(text)} characters)"
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
 
 
 def mismatch(what: str, got, expected, *, signatures: Mapping[float, str] | None = None,
@@ -67,8 +115,11 @@ def mismatch(what: str, got, expected, *, signatures: Mapping[float, str] | None
     """A student-facing message: what was called, what came back, what was expected and, when a
     signature matches, the likely cause; `why` (the rule being tested) is added when nothing matches."""
     lines = [f"{what} returned {_show(got)}, expected {_show(expected)}"]
-    if _is_number(got) and _is_number(expected) and expected != 0 and math.isfinite(got):
-        lines[0] += f" (got / expected = {float(Fraction(got) / Fraction(expected)):.4g})"
+    if _is_number(got) != _is_number(expected) or isinstance(got, bool) != isinstance(expected, bool):
+        lines[0] += f" ({_a(type(got).__name__)} where {_a(type(expected).__name__)} was expected)"
+    ratio = _ratio(got, expected) if _finite(got) else None
+    if ratio is not None:
+        lines[0] += f" (got / expected = {ratio:.4g})"
     cause = explain_value(got, wrong_answers or {}) or explain_ratio(got, expected, signatures or {})
     if cause:
         lines.append(f"Likely cause: {cause}")
@@ -89,9 +140,9 @@ def check_value(what: str, got, expected, *, rel: float | None = None,
     __tracebackhide__ = True
     both_ints = isinstance(got, int) and isinstance(expected, int)
     if _is_number(got) and _is_number(expected) and not both_ints:
-        equal = math.isclose(float(got), float(expected), rel_tol=1e-9 if rel is None else rel, abs_tol=0.0)
+        equal = _close(got, expected, 1e-9 if rel is None else rel)
     else:
-        equal = type(got) is type(expected) and got == expected   # True is not the count 1
+        equal = type(got) is type(expected) and _equal(got, expected)   # True is not the count 1
     if not equal:
         raise AssertionError(mismatch(what, got, expected, signatures=signatures,
                                       wrong_answers=wrong_answers, why=why))

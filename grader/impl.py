@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.perf import gpu_lock
+from grader.returned_values import ReturnedValues, caller_outside
 from grader.worker.modules import MODULES, SUBMISSION_PACKAGE, ImplSpec, ModuleMissing, Modules, resolve
 
 DEFAULT_CALL_TIMEOUT = float(os.environ.get("GRADER_CALL_TIMEOUT", "300"))
@@ -66,6 +67,8 @@ class Impl:
         # The scan's copy, taken before any student code runs: the worker can rewrite the files later.
         self._sources = _read_sources(spec.directory)
         self._scanned: dict[tuple, list] = {}
+        # What the student's code handed back this test: judging it may raise, which is their failure.
+        self.returned = ReturnedValues()
 
     @contextlib.contextmanager
     def guards(self, forbid: tuple[str, ...] = (), require_triton: bool = False,
@@ -94,7 +97,7 @@ class Impl:
         __tracebackhide__ = True  # noqa: F841
         self._scan(self._rules.scan or (module, (function,)))
         with gpu_lock.shared():    # other submissions on this GPU may run too, unless a perf check times
-            return self._request("call", (module, function), args, kwargs)
+            return self._returning(self._request("call", (module, function), args, kwargs))
 
     def run(self, fn, *args, **kwargs):
         """Run the harness function `fn(modules, *args, **kwargs)` where the student's code lives."""
@@ -103,7 +106,7 @@ class Impl:
         if self._rules.scan:
             self._scan(self._rules.scan)
         with gpu_lock.shared():
-            return self._request("run", fn, args, kwargs)
+            return self._returning(self._request("run", fn, args, kwargs))
 
     def run_harness(self, fn, *args, **kwargs):
         """`run` for the harness's own housekeeping (say, handing cached GPU memory back), which calls no
@@ -114,6 +117,10 @@ class Impl:
             return self.run(fn, *args, **kwargs)
         finally:
             self._rules = previous
+
+    def _returning(self, value):
+        self.returned.record(value, caller_outside())
+        return value
 
     def source(self, module: str) -> str:
         """The submitted source of `module`, read as text (never imported here)."""
@@ -219,6 +226,7 @@ class IsolatedImpl(Impl):
         self._transport = None
         self._ready = False
         self._resting = False          # the worker's process group is stopped between calls
+        self._notices_asked = False    # whether this worker was told to send compile notices
         self._hung: set[str] = set()   # functions that hung once: not called again, so one hang costs one function
         self.staging: str | None = None   # the staged copy make_impl ran the code from, removed at close
 
@@ -236,10 +244,11 @@ class IsolatedImpl(Impl):
         deadline = time.monotonic() + self.call_timeout
         try:
             try:
-                self._send(channel.Call(kind, target, args, kwargs, self._rules.forbid, self._rules.require_triton))
+                self._send(channel.Call(kind, target, args, kwargs, self._rules.forbid, self._rules.require_triton),
+                           deadline)
                 reply, deadline = self._past_compiles(self._next_reply(deadline), deadline)
                 if isinstance(reply, channel.NeedBuffers):
-                    self._send(channel.Buffers(self._transport.allocate(reply.wanted)))
+                    self._send(channel.Buffers(self._transport.allocate(reply.wanted)), deadline)
                     reply = self._next_reply(deadline)
             except WorkerLost:
                 raise
@@ -277,26 +286,45 @@ class IsolatedImpl(Impl):
     def _past_compiles(self, reply, deadline: float):
         """Serve the worker's compile notices until its reply: while it compiles, the GPU lock goes to
         the other submissions on this GPU (grader.worker.compile_notices). Waiting to get it back is not the
-        student's time, so the call's deadline moves by that wait."""
+        student's time, so the call's deadline moves by that wait. Notices are taken only when the worker
+        was told to send them, in their order (compiling, then compiled), and at most
+        `channel.MAX_COMPILE_NOTICES` per call: each one moves the deadline, so a flood must not."""
         from grader.worker import channel
 
-        lock = gpu_lock.current()
+        lock, compiles = gpu_lock.current(), 0
         while isinstance(reply, (channel.Compiling, channel.Compiled)):
-            if isinstance(reply, channel.Compiling):
+            compiles += 1
+            refusal = ("the checker did not ask for them" if not self._notices_asked else
+                       "'compiled' before 'compiling'" if isinstance(reply, channel.Compiled) else
+                       f"more than {channel.MAX_COMPILE_NOTICES} in one call"
+                       if compiles > channel.MAX_COMPILE_NOTICES else None)
+            if refusal is None:
                 with lock.set_aside() as aside:
                     reply = self._next_reply(deadline)
                 deadline += aside.rewait_s
-                continue
-            self._send(channel.Resume())
-            reply = self._next_reply(deadline)
+                refusal = "two 'compiling' in a row" if isinstance(reply, channel.Compiling) else None
+            if refusal is not None:
+                raise channel.ChannelError(f"the process running your code sent a compile notice out of turn "
+                                           f"({refusal}); only Triton's compile hooks may send them")
+            if isinstance(reply, channel.Compiled):
+                self._send(channel.Resume(), deadline)
+                reply = self._next_reply(deadline)
         return reply, deadline
 
-    def _send(self, message) -> None:
+    def _send(self, message, deadline: float) -> None:
+        """Send within the call's deadline: a worker that stops reading is a hung call, never a stalled
+        checker."""
         from grader.worker import channel
 
         data = self._transport.dump_request(message)
         try:
-            channel.send_frame(self._sock, data)
+            channel.send_frame(self._sock, data, timeout=max(0.001, deadline - time.monotonic()))
+        except TimeoutError:
+            self._kill()
+            lost = WorkerLost(f"your code did not return within {self.call_timeout:g} s (it stopped reading "
+                              "the checker's messages; stopped)")
+            lost.timed_out = True
+            raise lost from None
         except OSError:
             code = self._kill()
             raise WorkerLost(f"the process running your code died (exit code {code})") from None
@@ -399,9 +427,10 @@ class IsolatedImpl(Impl):
                                              **_OWN_PROCESS_GROUP)
         finally:
             child.close()
+        self._notices_asked = gpu_lock.current().lends_compiles
         setup = channel.Setup(self.spec, tuple(self.extra_sys_path), self.scratch,
-                              compile_notices=gpu_lock.current().lends_compiles)
-        channel.send_frame(self._sock, pickle.dumps(setup))
+                              compile_notices=self._notices_asked)
+        channel.send_frame(self._sock, pickle.dumps(setup), timeout=STARTUP_TIMEOUT)
         self._ready, self._resting = False, False
 
     def _kill(self):

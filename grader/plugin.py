@@ -227,6 +227,9 @@ def pytest_runtest_call(item):
     for its warm-up and exclusively for its rounds (grader.perf.measure)."""
     from grader.perf import gpu_lock
 
+    returned = getattr(getattr(item, "funcargs", {}).get("impl"), "returned", None)
+    if returned is not None:
+        returned.clear()          # what an earlier test got back is not this test's to judge
     with _hint_circumstances(item):
         if item.get_closest_marker("perf"):
             return (yield)
@@ -316,7 +319,31 @@ def _classify(item, call, report) -> tuple[str, str]:
         return results.FAILED, _short(report)
     if report.when == "call" and _is_failure(call):
         return results.FAILED, _short(report)
+    judged = _judging_what_it_returned(item, call, error) if report.when == "call" else None
+    if judged is not None:
+        return results.FAILED, judged
     return results.HARNESS_ERROR, _short(report)
+
+
+def _judging_what_it_returned(item, call, error) -> str | None:
+    """The message when the checker raised while judging a value the student's code returned: a value
+    it could not judge is the student's failure (grader.returned_values), never a withheld grade."""
+    from grader.returned_values import describe
+
+    returned = getattr(item.funcargs.get("impl"), "returned", None)
+    if returned is None or error is None:
+        return None
+    test_folder = os.path.dirname(os.path.realpath(str(item.path))) + os.sep
+    try:
+        found, value = returned.culprit(call.excinfo.tb, (test_folder,))
+        if not found:
+            return None
+        text = " ".join(str(error).split())[:300]
+    except Exception:  # noqa: BLE001 - classifying must never crash the run: undecided stays a harness error
+        return None
+    return (f"{_test_line(item, call)}the checker could not judge what your code returned, "
+            f"{describe(value)}: {type(error).__name__}: {text}\nCheck the type and shape your function returns "
+            "against its docstring.")
 
 
 def _interpreter_limit(item, error) -> str | None:

@@ -142,6 +142,11 @@ EXPECTED = {
     "planted_stdlib_modules": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL, message=r"mismatch"),
     "oob_kernel_write": Expect(zero=(MATMUL,), kept=SOFTMAX_ALL + (ATTENTION,),
                                message=r"illegal memory access.*fresh process"),
+    # values the checker cannot judge, and replies and notices built by hand on the channel
+    "unjudgeable_return_value": Expect(zero=(MASKED,), kept=SOFTMAX_TRITON + (MATMUL,),
+                                       message=r"could not judge what your code returned, a str"),
+    "compile_notice_flood": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"compile notice"),
+    "zero_stride_reply": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MATMUL), message=r"overlapping strides"),
     # timing cheats: correct code, so every correctness check is kept; their perf ratio is judged by
     # test_timing_cheats_gain_nothing_over_the_clean_reference
     "timing_side_stream": Expect(kept=SOFTMAX_ALL + (MATMUL,)),

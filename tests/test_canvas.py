@@ -84,6 +84,18 @@ def test_canvas_export_has_canvas_columns_final_scores_and_lists_every_mismatch(
     assert any("submission ghost matches no student" in line for line in export.listed)
 
 
+def test_canvas_export_writes_formula_like_names_as_text(tmp_path, points):
+    """A display name a student typed into Canvas must not run in the TA's spreadsheet."""
+    out = tmp_path / "reports"
+    write_results(out, [graded(points, "evil")])
+    roster = _roster(tmp_path, 'Student,ID,SIS User ID,SIS Login ID,Section\n'
+                               '"=HYPERLINK(""http://x.example"",""A"")",126,S9,evil,@Lab\n')
+    export_canvas(out, tmp_path / "canvas.csv", roster)
+    row = list(csv.reader((tmp_path / "canvas.csv").open()))[2]
+    assert row[0] == "'=HYPERLINK(\"http://x.example\",\"A\")" and row[4] == "'@Lab"
+    assert float(row[5]) >= 0                      # the score is still a number
+
+
 def test_export_canvas_command_with_a_gradescope_roster(tmp_path, points):
     out = write_results(tmp_path / "reports", [graded(points, "jsmith@uni.edu")])
     done = CliRunner().invoke(cli.main, ["export", "canvas", str(tmp_path / "canvas.csv"), "--reports", str(out),

@@ -12,7 +12,7 @@ import torch
 
 from grader.worker import channel
 from grader.worker.channel import ChannelError, encode_value, read_reply
-from grader.worker.shared_tensors import CheckerTransport, WorkerTransport
+from grader.worker.shared_tensors import CheckerTransport, WorkerTransport, overlaps
 
 
 class LyingTensor(torch.Tensor):
@@ -70,7 +70,8 @@ def test_tensor_layouts_and_dtypes_survive(transports, dtype):
     base = (torch.arange(60) % 7).to(dtype).reshape(3, 4, 5)
     for tensor in (base, base.transpose(0, 2), base[:, 1::2, 2:], base[1:2].expand(4, 4, 5), base[:0]):
         back = round_trip(tensor, transports)
-        assert back.dtype == dtype and back.shape == tensor.shape and back.stride() == tensor.stride()
+        layout = tensor.contiguous().stride() if overlaps(tensor.shape, tensor.stride()) else tensor.stride()
+        assert back.dtype == dtype and back.shape == tensor.shape and back.stride() == layout
         assert torch.equal(back, tensor)
 
 
@@ -142,6 +143,23 @@ def test_tensor_references_outside_the_checkers_buffers_are_refused(transports, 
     checker.allocate([("cpu", torch.float32, 4)])
     with pytest.raises(ChannelError, match="did not allocate|does not fit"):
         read_reply(ok_with({"tensor": tensor}), checker)
+
+
+@pytest.mark.parametrize("tensor", [[0, [60000, 50000], [0, 0]], [0, [4, 4], [0, 1]], [0, [2, 2], [1, 1]],
+                                    [0, [3, 2], [1, 1]]], ids=["zero-strides-huge", "zero-stride", "overlapping",
+                                                               "interleaved"])
+def test_reply_tensors_with_zero_or_overlapping_strides_are_refused(transports, tensor):
+    """4 bytes seen as 60000 x 50000 elements: the checker's first NaN check would fill 12 GB."""
+    checker, _ = transports
+    checker.allocate([("cpu", torch.float32, 4)])
+    with pytest.raises(ChannelError, match="overlapping strides"):
+        read_reply(ok_with({"tensor": tensor}), checker)
+
+
+def test_an_expanded_tensor_the_student_returns_arrives_as_its_values(transports):
+    back = round_trip(torch.arange(3.0).reshape(3, 1).expand(3, 4000), transports)
+    assert back.shape == (3, 4000) and back.is_contiguous()
+    assert torch.equal(back, torch.arange(3.0).reshape(3, 1).expand(3, 4000))
 
 
 def test_reply_memory_shrunk_by_the_worker_is_a_channel_error(transports):

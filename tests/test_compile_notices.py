@@ -7,10 +7,14 @@ GPU's lock file from inside the worker, which succeeds only while nobody holds t
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from grader.impl import IsolatedImpl
+from grader.impl import IsolatedImpl, WorkerLost
 from grader.perf import gpu_lock
+from grader.worker import channel
+from grader.worker.channel import ChannelError
 from grader.worker.modules import resolve
 
 PROBING_SUBMISSION = '''
@@ -57,6 +61,35 @@ def compile_in_threads(path, threads=4, rounds=20):
     for worker in workers:
         worker.join()
     return probe(path)
+
+
+def notices_by_hand(kinds, times=1, then_wait=False):
+    # frames written straight into the channel, as a worker's code can: nothing asked for, none read
+    import struct
+
+    def is_socket(fd):
+        try:
+            return os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+        except OSError:       # the descriptor listdir itself used
+            return False
+
+    channel_fd = next(int(fd) for fd in sorted(os.listdir("/proc/self/fd"), key=int) if int(fd) > 2 and is_socket(fd))
+    frames = b"".join(struct.pack("!i", len(body)) + body for body in
+                      (('{"kind": "%s"}' % kind).encode() for kind in kinds))
+    for _ in range(times):
+        os.write(channel_fd, frames)
+    while then_wait:
+        time.sleep(1)
+    return "the checker accepted every notice"
+
+
+def compiles(count):
+    from triton import knobs
+
+    for _ in range(count):
+        knobs.runtime.jit_cache_hook(key="k")
+        knobs.runtime.jit_post_compile_hook(key="k")
+    return count
 
 
 def compile_that_fails(path):
@@ -135,3 +168,50 @@ def test_the_worker_drains_its_queued_kernels_before_it_says_it_compiles(monkeyp
     monkeypatch.setattr(channel, "send_frame", lambda sock, frame: order.append("told the checker"))
     compile_notices.CompileNotices(sock=None, transport=None).before(key="k")
     assert order == ["drained", "told the checker"]
+
+
+def test_compile_notices_the_checker_did_not_ask_for_are_refused(tmp_path):
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "softmax.py").write_text(PROBING_SUBMISSION)
+    impl = IsolatedImpl(resolve(str(folder)), call_timeout=30)   # no shared GPU: the worker is told to send none
+    try:
+        with pytest.raises(ChannelError, match="compile notice out of turn .the checker did not ask for them"):
+            impl.softmax.notices_by_hand(["compiling", "compiled"], then_wait=True)
+        assert impl.softmax.compiles(0) == 0      # the next call gets a fresh worker
+    finally:
+        impl.close()
+
+
+def test_compiled_without_compiling_is_refused(probing_impl, shared_gpu):
+    shared_gpu()
+    with pytest.raises(ChannelError, match="'compiled' before 'compiling'"):
+        probing_impl.softmax.notices_by_hand(["compiled"], then_wait=True)
+
+
+def test_compile_notices_are_capped_per_call(probing_impl, shared_gpu, monkeypatch):
+    shared_gpu()
+    monkeypatch.setattr(channel, "MAX_COMPILE_NOTICES", 5)
+    assert probing_impl.softmax.compiles(5) == 5
+    with pytest.raises(ChannelError, match="more than 5 in one call"):
+        probing_impl.softmax.compiles(6)
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_that_floods_notices_and_never_reads_fails_within_the_call_timeout(tmp_path, shared_gpu,
+                                                                                     monkeypatch):
+    shared_gpu()
+    monkeypatch.setattr(channel, "MAX_COMPILE_NOTICES", 10**9)   # the send's deadline alone must end it
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "softmax.py").write_text(PROBING_SUBMISSION)
+    impl = IsolatedImpl(resolve(str(folder)), call_timeout=5)
+    try:
+        impl.start()
+        impl.softmax.compiles(0)                  # the worker's start-up is not the timed call
+        began = time.monotonic()
+        with pytest.raises(WorkerLost, match="did not return within 5 s") as lost:
+            impl.softmax.notices_by_hand(["compiling", "compiled"], times=200_000, then_wait=True)
+        assert lost.value.timed_out and time.monotonic() - began < 30
+    finally:
+        impl.close()

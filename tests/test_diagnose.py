@@ -57,3 +57,20 @@ def test_check_value_refuses_a_bool_for_a_count_and_compares_other_values_with_e
         check_value("bound()", "compute", "memory")
     with pytest.raises(AssertionError, match=r"expected \{.a.: 18\}\n16 is a fixed total"):
         check_value("f()", {"a": 16}, {"a": 18}, wrong_answers={16: "never this"}, why="16 is a fixed total")
+
+
+@pytest.mark.parametrize("got", [10**4000, -10**4000, 10**5000, "x" * 100_000, {"flops": 1}, [1, 2], None, True,
+                                 float("nan"), float("inf")], ids=lambda value: type(value).__name__)
+@pytest.mark.parametrize("expected", [7.227e23, 3, 0, float("inf"), "compute"])
+def test_check_value_fails_with_a_message_whatever_the_student_returned(got, expected):
+    """A value the student returned must never crash the check: any mismatch is an AssertionError."""
+    if type(got) is type(expected) and got == expected:
+        return
+    with pytest.raises(AssertionError) as failure:
+        check_value("f()", got, expected, signatures=SIGNATURES, wrong_answers={0: "zero", 1.5: "half"})
+    assert len(str(failure.value)) < 1000
+
+
+def test_mismatch_names_a_huge_int_and_a_value_of_the_wrong_type():
+    assert "an int of about 4001 digits" in mismatch("f()", 10**4000, 3.0, signatures=SIGNATURES)
+    assert "a str where an int was expected" in mismatch("f()", "3", 3)

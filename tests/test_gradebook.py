@@ -124,3 +124,21 @@ def test_cpu_grade_with_gpu_only_checks_not_run_is_marked_provisional_everywhere
     assert "Provisional grade." in html.render_student(cpu) and "Provisional grade." not in html.render_student(gpu)
     index = html.render_index([cpu, gpu], points)
     assert index.count('class="badge provisional"') == 1
+
+
+@pytest.mark.parametrize("student", ['=HYPERLINK("http://evil.example","grades")', "+1+cmd|' /C calc'!A0",
+                                     "-2+3", "@SUM(A1:A9)", "\t=1+1"])
+def test_a_submission_id_that_reads_as_a_formula_is_written_as_text(points, tmp_path, student):
+    path = tmp_path / "grades.csv"
+    result = _graded(points, student=student)
+    result["reason"] = "=1+1 in the reason too"
+    gradebook.write_grades_csv(path, [result], points)
+    row = next(csv.DictReader(path.open()))
+    assert row["id"] == "'" + student and row["reason"] == "'=1+1 in the reason too"
+    assert row["total"] == "8"                     # numbers stay numbers
+
+
+def test_negative_numbers_are_not_taken_for_formulas():
+    from grader.report.plain_text import csv_cell
+
+    assert [csv_cell(v) for v in ("-0.5", "-3", "+2e3", "-", "-x")] == ["-0.5", "-3", "+2e3", "'-", "'-x"]

@@ -284,3 +284,22 @@ def test_the_environment_table_has_labelled_formatted_rows_and_no_empty_ones(poi
     assert not left_out & set(rows)
     page = html.render_student(result)
     assert "None" not in page.split("<h2>Environment</h2>")[1]
+
+
+HOSTILE_OUTPUT = ("ok\r\n\x1b]0;pwned title\x07\x1b[2J\x1b[1;1Hall checks passed\rPASSED \x9b31m"
+                  "\u202eevil\u202c\x00\x7f\tend\n")
+
+
+def test_control_characters_in_student_output_reach_log_txt_escaped(points, tmp_path):
+    """Escape sequences in a student's prints must not drive the terminal of a TA who runs `cat log.txt`."""
+    from grader.report.student_files import write_submission_outputs
+
+    result = model.build_result("alice", points, read_stream(_stream()), "graded", "", HOSTILE_OUTPUT,
+                                {"late": False}, suites=("public",))
+    write_submission_outputs(tmp_path / "alice", result, HOSTILE_OUTPUT)
+    for text in ((tmp_path / "alice" / "log.txt").read_text(), json.loads(
+            (tmp_path / "alice" / "result.json").read_text())["log_tail"]):
+        assert not any(ord(c) < 32 and c not in "\n\t" or 0x7f <= ord(c) <= 0x9f or c in "\u202e\u202c"
+                       for c in text), repr(text)
+        assert "\\x1b]0;pwned title\\x07" in text and "passed\\x0dPASSED \\x9b31m" in text
+        assert text.startswith("ok\n") and "\\u202eevil" in text and "\tend\n" in text

@@ -30,7 +30,7 @@ from grader.grade import runner as runner_module
 from grader.grade import sizing as sizing_module
 from grader.grade.batch import Batch
 from grader.grade.checker_tree import grade_key, remove_tree
-from grader.grade.checking_run import Outcome, classify_exit
+from grader.grade.checking_run import Outcome, classify_exit, decisive_line
 from grader.grade.progress import eta_from_rate
 from grader.grade.runner import grade_all
 from grader.grade.sandbox import find_bwrap
@@ -347,6 +347,15 @@ def test_bounded_log_keeps_head_and_tail():
     text = log.text()
     assert text.startswith("0123456789") and text.endswith("0123456789")
     assert "980 bytes of output left out" in text
+
+
+def test_bounded_log_escapes_terminal_control_sequences_of_the_students_output():
+    """A harness error's reason is a log line printed on the runner's terminal: it must not drive it."""
+    log = checking_run.BoundedLog()
+    log.add(b"E   ValueError: \x1b]52;c;cm0gLXJmIH4=\x07\x1b[2Jgraded\r\n")
+    text = log.text()
+    assert "\x1b" not in text and "\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2Jgraded\n" in text
+    assert decisive_line(text) == "E   ValueError: \\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2Jgraded"
 
 
 def test_parent_side_modules_import_without_torch():

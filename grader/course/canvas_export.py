@@ -20,6 +20,7 @@ from grader.course import late
 from grader.course.course_file import installed_course
 from grader.course.roster import match, read_roster
 from grader.report.atomic import write_atomic
+from grader.report.plain_text import csv_row
 
 COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 HARNESS_ERROR = "harness_error"
@@ -50,8 +51,8 @@ def export_canvas(reports: Path, out: Path, roster_path: Path, assignment: str |
     possible = max((r["score"]["possible"] for r in results.values() if r.get("status") != HARNESS_ERROR), default=0)
     text = io.StringIO(newline="")
     writer = csv.writer(text)
-    writer.writerow(COLUMNS + [column])
-    writer.writerow(["Points Possible", "", "", "", ""] + [_number(possible)])
+    writer.writerow(csv_row(COLUMNS + [column]))
+    writer.writerow(csv_row(["Points Possible", "", "", "", ""] + [_number(possible)]))
     export = Export(Path(out))
     owner = {id(student): student_id for student_id, student in found.by_id.items()}
     for student in roster.students:
@@ -66,7 +67,9 @@ def export_canvas(reports: Path, out: Path, roster_path: Path, assignment: str |
             score = _number(assessed.final)
             export.scored += 1
         sis_user = student.sis_user_id or student.sid
-        writer.writerow([student.name, student.canvas_id, sis_user, student.sis_login_id, student.section, score])
+        # roster names and ids may be what students typed into the LMS: never a spreadsheet formula
+        writer.writerow(csv_row([student.name, student.canvas_id, sis_user, student.sis_login_id, student.section,
+                                 score]))
     export.listed += [f"submission {student_id} matches no student of the {roster.kind}"
                       for student_id in found.unknown]
     export.listed += [f"submission {student_id} matches several students: {', '.join(s.name for s in many)}"

@@ -22,6 +22,7 @@ from pathlib import Path
 from grader import results
 from grader.grade import sandbox
 from grader.report.model import HARNESS_ERROR
+from grader.report.plain_text import printable
 
 
 @dataclass
@@ -228,7 +229,9 @@ class BoundedLog:
     def text(self) -> str:
         with self.lock:
             middle = f"\n\n[... {self.dropped} bytes of output left out ...]\n\n".encode() if self.dropped else b""
-            return bytes(self.head + middle + self.tail).decode("utf-8", errors="replace")
+            # the child's output is the student's: every reader (log.txt, a harness error's reason
+            # printed on the runner's terminal) gets it without terminal escapes
+            return printable(bytes(self.head + middle + self.tail).decode("utf-8", errors="replace"))
 
 
 def drain(pipe, sink):

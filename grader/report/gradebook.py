@@ -16,6 +16,7 @@ from pathlib import Path
 from grader.course import late
 from grader.report import model
 from grader.report.atomic import write_atomic
+from grader.report.plain_text import csv_cell
 
 
 def grades_columns(points) -> list[str]:
@@ -52,7 +53,9 @@ def write_grades_csv(path: Path, results: list[dict], points, course=None) -> No
     writer = csv.DictWriter(text, fieldnames=grades_columns(points))
     writer.writeheader()
     for result in results:
-        writer.writerow(grades_row(result, points, late.assess(course, result)))
+        row = grades_row(result, points, late.assess(course, result))
+        # ids and reasons come from submissions: no cell may be a spreadsheet formula
+        writer.writerow({column: csv_cell(value) for column, value in row.items()})
     write_atomic(Path(path), text.getvalue())
 
 

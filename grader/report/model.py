@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from grader import results as results_format
 from grader.points import LEVEL_CREDIT, PointsTable, Problem
+from grader.report.plain_text import printable
 from grader.results import DID_NOT_REPORT, NOT_RUN_HERE, TestRecord
 from grader.scoring import check_state, points_text, problem_data, score_checks
 
@@ -75,7 +76,7 @@ def build_result(student: str, points: PointsTable, read: results_format.StreamR
                   "possible": sum(p.possible for p in scores), "total": sum(p.total for p in scores)},
         "problems": [problem_data(p) for p in scores if p.checks],
         "device": header.device if header else "", "environment": header.environment if header else {},
-        "notes": notes, "log_tail": log[-LOG_TAIL_CHARS:],
+        "notes": notes, "log_tail": printable(log)[-LOG_TAIL_CHARS:],
         "missing_exact": header is not None and header.collected_tests is not None,
         **context,
         "timing": time_breakdown(records, table, header) | context.get("timing", {}),
@@ -136,7 +137,7 @@ def unscored_result(student: str, status: str, reason: str, context: dict, maxim
     return {"format": RESULT_FORMAT, "id": student, "status": status, "reason": reason,
             "graded_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "score": {"earned": 0.0, "possible": maximum, "total": maximum}, "problems": [], "device": "",
-            "environment": {}, "notes": [], "log_tail": log[-LOG_TAIL_CHARS:], **context,
+            "environment": {}, "notes": [], "log_tail": printable(log)[-LOG_TAIL_CHARS:], **context,
             "timing": {"tests_s": 0.0, **context.get("timing", {})}}
 
 

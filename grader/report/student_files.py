@@ -20,6 +20,7 @@ from grader.course.course_file import installed_course
 from grader.errors import GraderError
 from grader.report import html
 from grader.report.atomic import write_atomic
+from grader.report.plain_text import printable
 
 RESULT_FILE = "result.json"
 GRADESCOPE_FILE = "gradescope.json"
@@ -29,7 +30,7 @@ OLD_GRADESCOPE_FILE = "results.json"     # what the Gradescope file was called b
 def write_submission_outputs(folder: Path, result: dict, log: str) -> None:
     """log.txt, gradescope.json, report.html, then result.json (last: it marks the student done)."""
     folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(folder / "log.txt", log)
+    write_atomic(folder / "log.txt", printable(log))   # the student's output: no terminal escapes for staff
     try:
         course = installed_course(folder.parent)
         name = leaderboard.pseudonym(result, leaderboard.salt_for(folder.parent, course))

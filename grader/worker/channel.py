@@ -17,12 +17,13 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from grader.worker.shared_tensors import MAX_DIMS, TransportError, dtype_name, dtypes, parse_device
+from grader.worker.shared_tensors import MAX_DIMS, TransportError, dtype_name, dtypes, overlaps, parse_device
 
 FRAME = struct.Struct("!i")
 MAX_REPLY_FRAME = 64 << 20        # bytes of JSON per reply: values and tensor metadata, not tensor data
 MAX_DEPTH = 8
 MAX_TEXT = 8000                   # characters kept of a message or traceback from the worker
+MAX_COMPILE_NOTICES = 1000        # Triton compiles one call may announce: far above any autotuning sweep
 _CONTAINERS = {"list": list, "tuple": tuple}
 
 
@@ -33,9 +34,18 @@ class ChannelError(Exception):
 # --- framing: a 4-byte length, then the payload -----------------------------------------------------
 
 
-def send_frame(sock: socket.socket, data: bytes) -> None:
-    sock.sendall(FRAME.pack(len(data)))
-    sock.sendall(data)
+def send_frame(sock: socket.socket, data: bytes, timeout: float | None = None) -> None:
+    """One frame; with `timeout`, TimeoutError unless the other end took it all within that many seconds
+    (the checker's sends: a worker that stops reading must not stall it)."""
+    if timeout is None:
+        sock.sendall(FRAME.pack(len(data)))
+        sock.sendall(data)
+        return
+    sock.settimeout(timeout)
+    try:
+        sock.sendall(FRAME.pack(len(data)) + data)
+    finally:
+        sock.settimeout(None)
 
 
 def recv_frame(sock: socket.socket, limit: int | None = None) -> bytes:
@@ -149,6 +159,8 @@ def encode_value(value, tensors: list, depth: int = 0):
     if depth > MAX_DEPTH:
         raise ChannelError("reply nested too deeply")
     if type(value) is torch.Tensor:
+        if overlaps(value.shape, value.stride()):   # an expanded tensor: the checker takes distinct elements only
+            value = value.contiguous()
         tensors.append(value)
         return {"tensor": [len(tensors) - 1, list(value.shape), list(value.stride())]}
     if isinstance(value, torch.Tensor):

@@ -56,6 +56,21 @@ def span(shape, stride) -> int:
     return 1 + sum((size - 1) * step for size, step in zip(shape, stride))
 
 
+def overlaps(shape, stride) -> bool:
+    """True unless the view's elements are distinct storage elements, by the usual test: dimensions
+    longer than 1, by growing stride, each stepping past all the elements the smaller ones reach. A
+    stride of 0 (an expanded tensor) overlaps. A few exotic layouts that do not overlap fail the test
+    too: the worker makes whatever fails it contiguous, so only a forged reply is refused."""
+    if any(size == 0 for size in shape):
+        return False
+    reach = 0
+    for step, size in sorted((step, size) for size, step in zip(shape, stride) if size > 1):
+        if step <= reach:
+            return True
+        reach += (size - 1) * step
+    return False
+
+
 def flat_span(tensor: torch.Tensor) -> torch.Tensor:
     """The storage elements `tensor` reaches, as a 1-D contiguous tensor on its device (a view)."""
     import torch
@@ -207,8 +222,13 @@ class CheckerTransport:
         if not (type(index) is int and 0 <= index < len(self._buffers)):
             raise TransportError(f"the reply names buffer {index!r}, which the checker did not allocate")
         device, dtype, count, where = self._buffers[index]
-        needed = span(shape, stride)
-        if needed > count or math.prod(shape) > (1 << 40):
+        # Distinct elements, all inside the buffer the worker filled: a view's size is then bounded by
+        # memory that exists, never the worker's choice (4 bytes seen as 3e9 elements).
+        if overlaps(shape, stride):
+            raise TransportError(f"a reply tensor of shape {list(shape)} with overlapping strides {list(stride)} "
+                                 "(zero or overlapping strides: several elements in one place); the checker "
+                                 "accepts only tensors whose elements are distinct")
+        if span(shape, stride) > count or math.prod(shape) > count:
             raise TransportError(f"a tensor of shape {list(shape)} and strides {list(stride)} does not fit "
                                  f"its {count}-element buffer")
         flat = self.replies.read(where, count, dtype) if device == "cpu" else where.clone()
