@@ -332,10 +332,15 @@ def gpu_batch(tmp_path_factory):
                              call_timeout=GPU_CALL_TIMEOUT_S, batch_timeout=GPU_BATCH_TIMEOUT_S)
 
 
-def result_of(batch, name: str) -> dict:
+def graded_folder(batch, name: str) -> Path:
+    """The entry's report folder, or a skip when GALLERY_ATTACKS left it out of this batch."""
     if name not in batch["names"]:
         pytest.skip(f"{name} is not in this batch (GALLERY_ATTACKS)")
-    return json.loads((batch["out"] / name / "result.json").read_text())
+    return batch["out"] / name
+
+
+def result_of(batch, name: str) -> dict:
+    return json.loads((graded_folder(batch, name) / "result.json").read_text())
 
 
 def checks_of(result: dict) -> dict[str, dict]:
@@ -433,7 +438,7 @@ def test_messages_are_data_not_records_or_markup(batch):
 
 
 def test_flood_keeps_the_log_bounded(batch):
-    log = batch["out"] / "flood_stdout" / "log.txt"
+    log = graded_folder(batch, "flood_stdout") / "log.txt"
     assert log.stat().st_size <= checking_run.LOG_HEAD + checking_run.LOG_TAIL + 200
     assert len(result_of(batch, "flood_stdout")["log_tail"]) <= 4000
 
@@ -483,14 +488,14 @@ def test_no_unix_socket_connection_leaves_the_sandbox(batch):
 @needs_sandbox
 def test_hidden_tests_do_not_reach_the_students_report(batch):
     """Without a sandbox the hidden tests stay readable (SECURITY.md): the disposable copy needs bubblewrap."""
-    report = (batch["out"] / "read_hidden_tests" / "report.html").read_text()
+    report = (graded_folder(batch, "read_hidden_tests") / "report.html").read_text()
     assert "GALLERY-HIDDEN-SENTINEL" not in report
     assert "no hidden tests found" in report     # the attack ran, looked, and its message reached the report
 
 
 @needs_sandbox
 def test_files_private_to_the_grading_user_do_not_reach_the_report(batch):
-    report = (batch["out"] / "read_host_secrets" / "report.html").read_text()
+    report = (graded_folder(batch, "read_host_secrets") / "report.html").read_text()
     assert f"GALLERY-HOST-SECRET-{batch['token']}" not in report
 
 
