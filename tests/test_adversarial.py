@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.grade import checking_run, containment, sandbox, sizing
+from grader.grade import cgroups, checking_run, containment, sandbox, sizing
 from grader.grade.runner import grade_all
 
 GALLERY = Path(__file__).resolve().parent / "submissions"
@@ -159,12 +159,7 @@ GALLERY_PERF = "softmax.gallery.perf"
 CHEAT_RATIO_TOLERANCE = 1.15
 
 HOLES = {  # attack -> why it still scores today (strict xfail: fixing the hole makes the test pass)
-    "shared_memory_and_forks": "the worker cap is RLIMIT_DATA: shared anonymous and memfd pages are not "
-                               "counted, and nothing bounds a checking run's processes",
 }
-# A checking run's process count is bounded while it runs (the gallery's fork attempt is refused in part).
-FORK_BOUND_HOLE = ("RLIMIT_NPROC does not hold for a sandbox uid mapped to root, and nothing else bounds a run's "
-                   "processes")
 # What the gallery grades a `# worker-memory:` entry with: a small checker share too, so the attack
 # stays modest (3 GiB) where nothing stops it.
 SMALL_CHECKER_MEMORY_MB = 1024
@@ -313,7 +308,7 @@ def grade_gallery(root: Path, names: list[str], gpus: str, call_timeout: str, ba
             patch.setattr(shutil, "rmtree", inspecting_rmtree)
             patch.setenv("GRADER_CALL_TIMEOUT", call_timeout)
             if worker_memory is not None:
-                patch.setattr(sizing, "CHECKER_MEMORY_MB", SMALL_CHECKER_MEMORY_MB, raising=False)
+                patch.setattr(sizing, "CHECKER_MEMORY_MB", SMALL_CHECKER_MEMORY_MB)
             status = grade_all(root / "submissions", out=root / "out", suite="all", gpus=gpus, jobs=2,
                                       timeout=batch_timeout, tests_root=root / "suite",
                                       points_dir=root / "suite" / "points", no_perf=not perf, quiet=True,
@@ -422,7 +417,15 @@ def test_attack_scores_nothing_it_should_not_and_keeps_the_rest(batch, name):
 
 
 def hole_marks(name: str) -> list:
-    return [pytest.mark.xfail(strict=True, reason=HOLES[name])] if name in HOLES else []
+    if name in HOLES:
+        return [pytest.mark.xfail(strict=True, reason=HOLES[name])]
+    if cgroups.places().memory is None:
+        return [pytest.mark.xfail(strict=True, reason="no cgroup can be made here, so only RLIMIT_DATA bounds "
+                                  f"the worker's memory: {cgroups.places().why_not.get('memory')}")]
+    return []
+
+
+NO_PIDS_CGROUP = cgroups.places().pids is None
 
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=hole_marks(name)) for name in memory_attack_names()])
@@ -432,7 +435,8 @@ def test_memory_attack_ends_its_run_as_the_students_memory_failure(memory_batch,
     assert_attack_outcome(memory_batch, name, "bubblewrap" if SANDBOXED else "none")
 
 
-@pytest.mark.xfail(strict=True, reason=FORK_BOUND_HOLE)
+@pytest.mark.xfail(NO_PIDS_CGROUP, strict=True, reason="no pids cgroup can be made here, and RLIMIT_NPROC "
+                   "does not hold for root's processes: a run's processes are unbounded while it lives")
 def test_a_runs_processes_are_bounded_while_it_runs(memory_batch):
     if "shared_memory_and_forks" not in memory_batch["names"]:
         pytest.skip("shared_memory_and_forks is not in this batch (GALLERY_ATTACKS)")
