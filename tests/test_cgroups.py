@@ -7,6 +7,7 @@ run where this machine lets the grader make a cgroup, and say why they are skipp
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -198,3 +199,37 @@ def test_a_fork_bomb_stops_at_the_runs_pids_max():
     assert "forks refused at the bound" in outcome.log
     assert all(not folder.exists() for folder in run.folders)  # the sleeping children were killed with it
 
+
+
+def busy_while_populated(monkeypatch, parent: Path) -> None:
+    """A fake kernel rule: no controller for the children of a cgroup that holds processes."""
+    real = Path.write_text
+
+    def write_text(path, text, *args, **kwargs):
+        if path.name == "cgroup.subtree_control" and (parent / "cgroup.procs").read_text().split():
+            raise OSError(errno.EBUSY, "Device or resource busy")
+        if path.name == "cgroup.procs" and path.parent != parent:      # a move out of the parent
+            real(parent / "cgroup.procs", (parent / "cgroup.procs").read_text().replace(text, "").strip())
+        return real(path, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+
+
+def test_a_runner_alone_in_its_v2_cgroup_moves_into_a_leaf_to_enable_the_controller(tmp_path, monkeypatch):
+    parent = tmp_path / "grading.scope"
+    parent.mkdir()
+    (parent / "cgroup.procs").write_text(str(os.getpid()))
+    busy_while_populated(monkeypatch, parent)
+    cgroups._enable(cgroups.Place("memory", 2, parent))
+    assert (parent / "grader-run-runner" / "cgroup.procs").read_text() == str(os.getpid())
+    assert (parent / "cgroup.subtree_control").read_text() == "+memory"
+
+
+def test_other_processes_in_the_runners_v2_cgroup_are_never_moved(tmp_path, monkeypatch):
+    parent = tmp_path / "container"
+    parent.mkdir()
+    (parent / "cgroup.procs").write_text(f"1\n{os.getpid()}")
+    busy_while_populated(monkeypatch, parent)
+    with pytest.raises(OSError) as refused:
+        cgroups._enable(cgroups.Place("pids", 2, parent))
+    assert refused.value.errno == errno.EBUSY and not (parent / "grader-run-runner").exists()

@@ -17,6 +17,7 @@ Where neither can be made, `Places` says so and grading keeps RLIMIT_DATA alone 
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 import signal
@@ -124,7 +125,7 @@ def usable(place: Place) -> str:
     and is not the root: the kernel's no-internal-processes rule)."""
     try:
         if place.version == 2 and place.controller not in _words(place.parent / "cgroup.subtree_control"):
-            (place.parent / "cgroup.subtree_control").write_text(f"+{place.controller}")
+            _enable(place)
         probe = place.parent / f"{PREFIX}probe-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         probe.mkdir()
         try:
@@ -136,6 +137,24 @@ def usable(place: Place) -> str:
     except OSError as error:
         return f"{place.label} at {place.parent}: {error.strerror or error}"
     return ""
+
+
+def _enable(place: Place) -> None:
+    """Enable a v2 controller for the children of the runner's own cgroup. The kernel refuses while
+    that cgroup holds processes (EBUSY). When the runner is its only process, as in a delegated
+    `systemd-run --scope -p Delegate=yes`, it moves itself into a leaf child first, as systemd's
+    delegation rules ask of a delegated process; anyone else's processes are never moved."""
+    control = place.parent / "cgroup.subtree_control"
+    try:
+        control.write_text(f"+{place.controller}")
+        return
+    except OSError as error:
+        if error.errno != errno.EBUSY or _members(place.parent) != [os.getpid()]:
+            raise
+    leaf = place.parent / f"{PREFIX}runner"
+    leaf.mkdir(exist_ok=True)
+    (leaf / "cgroup.procs").write_text(str(os.getpid()))
+    control.write_text(f"+{place.controller}")
 
 
 @lru_cache(maxsize=None)
@@ -301,9 +320,9 @@ def for_run(where: Places, memory_bytes: int | None, pids_max: int | None, label
 
 def describe(where: Places, memory_bytes_text: str, pids_max: int) -> dict[str, tuple[str, str]]:
     """What bounds a checking run's memory and processes here: {what: (detail, fix or '')}."""
-    fix = ("grade as root where the grader's own cgroup can have children with the controller: cgroup v2 "
-           "with it in cgroup.subtree_control (systemd-run --scope -p Delegate=yes grader grade ..., or a "
-           "container whose processes sit in a leaf cgroup), or a cgroup v1 hierarchy of it mounted read-write")
+    fix = ("give the grader a cgroup it may write, with the controller: `systemd-run --scope -p Delegate=yes "
+           "grader grade ...` (add --user as an unprivileged grading user), a container whose cgroup "
+           "(v2) is writable and holds the grader alone, or, as root, a cgroup v1 hierarchy of it")
     found, why = {}, {key: f" ({text})" for key, text in where.why_not.items() if text}
     if where.memory is not None:
         setting = "memory.max" if where.memory.version == 2 else "memory.limit_in_bytes"
