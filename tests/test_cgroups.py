@@ -65,6 +65,13 @@ def test_the_launch_joins_every_cgroup_before_it_execs(tmp_path):
     assert (run.memory / "cgroup.procs").read_text().strip() == pid == (run.pids / "cgroup.procs").read_text().strip()
 
 
+def test_a_students_folder_name_makes_a_plain_cgroup_name(tmp_path):
+    run = cgroups.RunCgroup(fake_places(tmp_path, 2), 1 << 30, 64, "../o'brien $(id) " + "x" * 300)
+    assert run.name.startswith("grader-run-_o_brien___id__xxx") and len(run.name) < 80
+    run.create()
+    assert run.memory.parent == tmp_path / "unified"
+
+
 def test_a_launch_that_cannot_join_never_runs(tmp_path):
     run = cgroups.RunCgroup(fake_places(tmp_path, 2), 1 << 30, 64, "dave")     # never created
     done = subprocess.run(run.join_prefix() + ["echo", "ran"], capture_output=True, text=True)

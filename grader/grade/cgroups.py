@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shlex
 import signal
 import time
@@ -180,7 +181,9 @@ class RunCgroup:
 
     def __init__(self, where: Places, memory_bytes: int | None, pids_max: int | None, label: str = ""):
         self.where, self.memory_bytes, self.pids_max = where, memory_bytes, pids_max
-        self.name = PREFIX + (label or "run") + f"-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        # a plain folder name, whatever the submission's folder is called
+        plain = re.sub(r"[^A-Za-z0-9_.-]", "_", label)[:40].lstrip(".") or "run"
+        self.name = PREFIX + plain + f"-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.folders = where.directories(self.name)
 
     @property
