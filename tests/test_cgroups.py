@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -115,11 +116,11 @@ def test_without_a_place_no_cgroup_is_made_and_the_fallback_is_said():
     assert cgroups.for_run(cgroups.Places(None, None, {}), 1 << 30, 64, "frank") is None
     where = cgroups.Places(None, None, {"memory": "cgroup v2 at /sys/fs/cgroup: Device or resource busy",
                                         "pids": "no cgroup hierarchy with this controller is mounted"})
-    lines = {finding.name: finding for finding in doctor.run_bounds(where, parallel=1)}
+    lines = {finding.name: finding for finding in doctor.run_bounds(where, parallel=1, nproc_holds=False)}
     assert lines["memory"].detail.startswith("RLIMIT_DATA only (the worker's private memory); shared "
                                              "anonymous and memfd pages are unbounded")
     assert "Device or resource busy" in lines["memory"].detail and "Delegate=yes" in lines["memory"].fix
-    assert "RLIMIT_NPROC does not hold" in lines["processes"].detail and lines["processes"].fix
+    assert "the kernel exempts root's processes" in lines["processes"].detail and lines["processes"].fix
     assert not any(finding.blocking for finding in lines.values())
 
 
@@ -240,3 +241,30 @@ def test_other_processes_in_the_runners_v2_cgroup_are_never_moved(tmp_path, monk
     with pytest.raises(OSError) as refused:
         cgroups._enable(cgroups.Place("pids", 2, parent))
     assert refused.value.errno == errno.EBUSY and not (parent / "grader-run-runner").exists()
+
+
+def test_without_a_pids_cgroup_a_sandboxed_grader_that_is_not_root_bounds_tasks_with_rlimit_nproc():
+    where = cgroups.Places(None, None, {"pids": "no cgroup hierarchy with this controller is mounted"})
+    lines = {finding.name: finding for finding in doctor.run_bounds(where, parallel=1, nproc_holds=True)}
+    assert lines["processes"].detail.startswith(f"RLIMIT_NPROC {sizing.RUN_PIDS_MAX} per checking run")
+    assert not lines["processes"].fix
+
+
+BWRAP, SETPRIV = shutil.which("bwrap"), shutil.which("setpriv")
+SYSTEM_PYTHON = "/usr/bin/python3"          # this interpreter may sit where uid 65534 cannot read (/root)
+
+
+@pytest.mark.skipif(not (BWRAP and SETPRIV and os.geteuid() == 0 and os.path.exists(SYSTEM_PYTHON)),
+                    reason="needs bubblewrap, /usr/bin/python3, and setpriv as root to start the sandbox as an "
+                    "unprivileged user the way a non-root grader does")
+def test_the_checkers_task_limit_bounds_a_sandbox_started_by_a_user_that_is_not_root():
+    forks = ("import os, time\nstarted = 0\ntry:\n    for _ in range(50):\n        if os.fork() == 0:\n"
+             "            time.sleep(2)\n            os._exit(0)\n        started += 1\nexcept OSError:\n    pass\n"
+             "print('started', started)\n")
+    argv = [SETPRIV, "--reuid", "65534", "--regid", "65534", "--clear-groups", BWRAP, "--unshare-user",
+            "--unshare-pid", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--",
+            SYSTEM_PYTHON, "-c", checking_run.LIMIT_TASKS + forks]
+    done = subprocess.run(argv, env={**os.environ, checking_run.TASKS_ENV: "10"}, capture_output=True, text=True,
+                          timeout=60)
+    started = int(done.stdout.split()[-1])
+    assert started < 10, done.stdout + done.stderr     # the run's own tasks only: not every nobody's on the host

@@ -39,6 +39,7 @@ from grader.grade import cgroups, containment, gpu_sharing, parts, preflight, sa
 from grader.grade.checker_tree import build_checker_tree, grade_key, remove_tree
 from grader.grade.checking_run import (
     CHECKER_LAUNCHER,
+    TASKS_ENV,
     Outcome,
     gpu_name_of,
     importable,
@@ -374,7 +375,8 @@ class Batch:
             sandbox=self.settings.sandbox, bwrap=self.bwrap, base_env=dict(os.environ),
             masked=self.masked_paths(), device_nodes=sandbox.gpu_device_nodes(),
             keep_visible=self.python_paths, disposable_copy=self.disposable_hidden_suite(scratch),
-            extra_env={worker.MEMORY_ENV: str(self.settings.worker_memory_mb), **lock_env, **cores_env})
+            extra_env={worker.MEMORY_ENV: str(self.settings.worker_memory_mb), **lock_env, **cores_env,
+                       **({TASKS_ENV: str(sizing.RUN_PIDS_MAX)} if self.bwrap else {})})
         argv = launch.argv
         if not launch.sandboxed and self.unshare:
             # What the run needs from a host /tmp its private one hides: the batch's scratch and this

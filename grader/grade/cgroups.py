@@ -321,8 +321,11 @@ def for_run(where: Places, memory_bytes: int | None, pids_max: int | None, label
     return run
 
 
-def describe(where: Places, memory_bytes_text: str, pids_max: int) -> dict[str, tuple[str, str]]:
-    """What bounds a checking run's memory and processes here: {what: (detail, fix or '')}."""
+def describe(where: Places, memory_bytes_text: str, pids_max: int,
+             nproc_holds: bool = False) -> dict[str, tuple[str, str]]:
+    """What bounds a checking run's memory and processes here: {what: (detail, fix or '')}.
+    `nproc_holds`: runs are sandboxed by a grader that is not root, so the RLIMIT_NPROC the checker
+    sets counts the run's own tasks (its user namespace's)."""
     fix = ("give the grader a cgroup it may write, with the controller: `systemd-run --scope -p Delegate=yes "
            "grader grade ...` (add --user as an unprivileged grading user), a container whose cgroup "
            "(v2) is writable and holds the grader alone, or, as root, a cgroup v1 hierarchy of it")
@@ -337,8 +340,12 @@ def describe(where: Places, memory_bytes_text: str, pids_max: int) -> dict[str, 
                            f"are unbounded{why.get('memory', '')}", fix)
     if where.pids is not None:
         found["processes"] = (f"{where.pids.label} pids.max {pids_max} per checking run", "")
+    elif nproc_holds:
+        found["processes"] = (f"RLIMIT_NPROC {pids_max} per checking run (its sandbox's user namespace counts "
+                              f"the run's tasks alone){why.get('pids', '')}", "")
     else:
-        found["processes"] = ("unbounded while a run lives (RLIMIT_NPROC does not hold for root's processes, "
-                              "which the sandbox uid maps to); its pid namespace ends them with the run"
+        found["processes"] = ("unbounded while a run lives (RLIMIT_NPROC holds only in the sandbox of a grader "
+                              "that is not root: the kernel exempts root's processes, which the sandbox uid maps "
+                              "to); its pid namespace ends them with the run"
                               f"{why.get('pids', '')}", fix)
     return found

@@ -138,7 +138,15 @@ LOG_HEAD = LOG_TAIL = 100_000     # bytes of the child's output kept: head and t
 # The checking process makes itself non-dumpable before pytest starts: its /proc entries (the results
 # pipe under /proc/<pid>/fd, its memory) then need CAP_SYS_PTRACE, which the sandbox drops, so the
 # worker running student code cannot write into the results pipe. Exec resets this for the worker.
-CHECKER_LAUNCHER = ("import ctypes, sys\n"
+# Where no pids cgroup can be made, the sandbox's user namespace still lets RLIMIT_NPROC count this run's
+# tasks alone (the kernel counts per user namespace), unless the uid outside is root, which it exempts.
+# Set before pytest starts, so the worker inherits it.
+TASKS_ENV = "GRADER_RUN_TASKS"
+LIMIT_TASKS = ("import os, resource\n"
+               f"if os.environ.get({TASKS_ENV!r}, '').isdigit():\n"
+               f"    tasks = int(os.environ[{TASKS_ENV!r}])\n"
+               "    resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))\n")
+CHECKER_LAUNCHER = (LIMIT_TASKS + "import ctypes, sys\n"
                     "try:\n    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0\n"
                     "except (OSError, AttributeError):\n    pass\n"
                     "import os, pytest\ncode = pytest.main(sys.argv[1:])\n"

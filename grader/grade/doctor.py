@@ -114,7 +114,7 @@ def worker_memory() -> Finding:
     return Finding("worker memory cap", f"{cap} MiB per submission ({parallel} graded at once)")
 
 
-def run_bounds(where=None, parallel: int | None = None) -> list[Finding]:
+def run_bounds(where=None, parallel: int | None = None, nproc_holds: bool | None = None) -> list[Finding]:
     """What bounds one checking run's memory and processes on this machine: a cgroup per run where the
     grader can make one, else what holds instead, and how to get the cgroup."""
     from grader.grade import cgroups, sizing
@@ -123,7 +123,9 @@ def run_bounds(where=None, parallel: int | None = None) -> list[Finding]:
     parallel = parallel or len(sizing.detect_gpus(os.environ)) or sizing.default_jobs()
     cap, share = sizing.default_worker_memory_mb(parallel), sizing.CHECKER_MEMORY_MB
     text = f"default {cap + share} MiB: the worker cap {cap} + {share} for the checker"
-    found = cgroups.describe(where, text, sizing.RUN_PIDS_MAX)
+    if nproc_holds is None:
+        nproc_holds = os.geteuid() != 0 and sandbox.find_bwrap() is not None
+    found = cgroups.describe(where, text, sizing.RUN_PIDS_MAX, nproc_holds)
     return [Finding(what, detail, fix) for what, (detail, fix) in found.items()]
 
 
