@@ -5,7 +5,8 @@ The worker's RLIMIT_DATA counts private memory only: shared anonymous mappings a
 by a descriptor, never mapped) escape it, and a memfd is no file of the sandbox's bounded tmpfs. A
 memory cgroup charges all of them, the tmpfs files the run writes included, to the run, and kills
 the run when it goes over. RLIMIT_NPROC does not hold for a sandbox uid mapped to root (the kernel
-exempts root's processes), so only a pids cgroup bounds a fork bomb while the run lives.
+exempts root's processes), so as root only a pids cgroup bounds a fork bomb while the run lives (a
+grader that is not root gets RLIMIT_NPROC per run too: grader.grade.checking_run.LIMIT_TASKS).
 
 The runner makes the cgroup below its own, sets the limits, starts the run through `join_prefix`
 (a shell that moves itself in, then execs the launch: everything the run starts is inside from its
