@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.grade import checking_run, containment, sandbox
+from grader.grade import cgroups, checking_run, containment, sandbox, sizing
 from grader.grade.runner import grade_all
 
 GALLERY = Path(__file__).resolve().parent / "submissions"
@@ -74,6 +74,7 @@ class Expect:
     kept: tuple[str, ...] = ()          # checks it must keep in full (unaffected code)
     message: str = ""                   # regex: a test message of a zero check says why
     status: str = "graded"
+    reason: str = ""                    # regex: the run's reason (a run that did not finish says why)
 
 
 EXPECTED = {
@@ -152,6 +153,10 @@ EXPECTED = {
     "timing_side_stream": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
     "timing_memo": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
     "timing_hbm_thread": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
+    # graded alone with its own small worker cap (`# worker-memory:`): the run ends for its memory at
+    # the first softmax call, after matmul reported
+    "shared_memory_and_forks": Expect(status="crashed", zero=SOFTMAX_ALL, kept=(MATMUL,),
+                                      reason=r"more than \d+ MiB of memory.*shared.*memfd"),
 }
 TIMING_CHEATS = ("timing_side_stream", "timing_memo", "timing_hbm_thread")
 GALLERY_PERF = "softmax.gallery.perf"
@@ -160,6 +165,9 @@ CHEAT_RATIO_TOLERANCE = 1.15
 
 HOLES = {  # attack -> why it still scores today (strict xfail: fixing the hole makes the test pass)
 }
+# What the gallery grades a `# worker-memory:` entry with: a small checker share too, so the attack
+# stays modest (3 GiB) where nothing stops it.
+SMALL_CHECKER_MEMORY_MB = 1024
 
 
 def all_attacks() -> list[str]:
@@ -169,15 +177,26 @@ def all_attacks() -> list[str]:
 def attack_names() -> list[str]:
     """The CPU batch: every attack but those whose fault only a GPU can show (`# device: gpu`); or only
     those named in GALLERY_ATTACKS (comma-separated), with the clean reference, for a quick check."""
-    names = [name for name in all_attacks() if header((GALLERY / name / "attack.py").read_text(), "device") != ["gpu"]]
+    names = [name for name in all_attacks() if header((GALLERY / name / "attack.py").read_text(), "device") != ["gpu"]
+             and name not in memory_attack_names()]
     chosen = {name for name in os.environ.get("GALLERY_ATTACKS", "").split(",") if name}
     return [name for name in names if name in chosen | {"clean"}] if chosen else names
+
+
+def memory_attack_names() -> list[str]:
+    """Entries graded in a batch of their own at the worker cap their `# worker-memory:` line names."""
+    return [name for name in all_attacks() if header((GALLERY / name / "attack.py").read_text(), "worker-memory")]
+
+
+def chosen_memory_attacks() -> list[str]:
+    chosen = {name for name in os.environ.get("GALLERY_ATTACKS", "").split(",") if name}
+    return [name for name in memory_attack_names() if not chosen or name in chosen]
 
 
 def gpu_attack_names() -> list[str]:
     """The GPU batch: the GPU-only faults, the GPU side of the CPU ones, and the clean reference
     (or only those named in GALLERY_GPU_ATTACKS, comma-separated, for a quick check)."""
-    names = sorted(GPU_BATCH + tuple(set(all_attacks()) - set(attack_names())))
+    names = sorted(GPU_BATCH + tuple(set(all_attacks()) - set(attack_names()) - set(memory_attack_names())))
     chosen = [name for name in os.environ.get("GALLERY_GPU_ATTACKS", "").split(",") if name]
     return [name for name in names if name in chosen] if chosen else names
 
@@ -262,7 +281,7 @@ def processes_with(token: str) -> list[int]:
 
 
 def grade_gallery(root: Path, names: list[str], gpus: str, call_timeout: str, batch_timeout: float,
-                  perf: bool = False, per_gpu: int | None = None):
+                  perf: bool = False, per_gpu: int | None = None, worker_memory: int | None = None):
     """Grade `names` in one batch under `root`; yields what the tests look at, then cleans up."""
     token = uuid.uuid4().hex[:12]
     (root / "suite" / "tests_public").mkdir(parents=True)
@@ -293,10 +312,12 @@ def grade_gallery(root: Path, names: list[str], gpus: str, call_timeout: str, ba
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(shutil, "rmtree", inspecting_rmtree)
             patch.setenv("GRADER_CALL_TIMEOUT", call_timeout)
+            if worker_memory is not None:
+                patch.setattr(sizing, "CHECKER_MEMORY_MB", SMALL_CHECKER_MEMORY_MB)
             status = grade_all(root / "submissions", out=root / "out", suite="all", gpus=gpus, jobs=2,
                                       timeout=batch_timeout, tests_root=root / "suite",
                                       points_dir=root / "suite" / "points", no_perf=not perf, quiet=True,
-                                      no_sandbox=not SANDBOXED, per_gpu=per_gpu)
+                                      no_sandbox=not SANDBOXED, per_gpu=per_gpu, worker_memory=worker_memory)
     finally:
         listener.close()
         secret.unlink()
@@ -321,6 +342,18 @@ def batch(tmp_path_factory):
     """Every CPU attack and the clean reference in one batch on the CPU."""
     yield from grade_gallery(tmp_path_factory.mktemp("gallery"), attack_names(), gpus="",
                              call_timeout=CALL_TIMEOUT_S, batch_timeout=BATCH_TIMEOUT_S)
+
+
+@pytest.fixture(scope="module")
+def memory_batch(tmp_path_factory):
+    """The `# worker-memory:` entries, alone, at that cap (one value for all of them)."""
+    names = chosen_memory_attacks()
+    if not names:
+        pytest.skip("no memory entry chosen (GALLERY_ATTACKS)")
+    caps = {int(header((GALLERY / name / "attack.py").read_text(), "worker-memory")[0]) for name in names}
+    assert len(caps) == 1, f"memory entries must share one worker cap, got {sorted(caps)}"
+    yield from grade_gallery(tmp_path_factory.mktemp("gallery-memory"), names, gpus="",
+                             call_timeout=CALL_TIMEOUT_S, batch_timeout=BATCH_TIMEOUT_S, worker_memory=caps.pop())
 
 
 @pytest.fixture(scope="module")
@@ -374,6 +407,7 @@ def assert_attack_outcome(batch, name: str, sandbox_used: str) -> None:
     expect = EXPECTED[name]
     result = result_of(batch, name)
     assert result["status"] == expect.status, result["reason"]
+    assert re.search(expect.reason, result["reason"], re.DOTALL), result["reason"]
     if expect.status == "graded":
         assert result["reason"] == "" and result["sandbox"] == sandbox_used
     checks = checks_of(result)
@@ -390,6 +424,36 @@ def assert_attack_outcome(batch, name: str, sandbox_used: str) -> None:
 @pytest.mark.parametrize("name", attack_params())
 def test_attack_scores_nothing_it_should_not_and_keeps_the_rest(batch, name):
     assert_attack_outcome(batch, name, "bubblewrap" if SANDBOXED else "none")
+
+
+def hole_marks(name: str) -> list:
+    if name in HOLES:
+        return [pytest.mark.xfail(strict=True, reason=HOLES[name])]
+    if cgroups.places().memory is None:
+        return [pytest.mark.xfail(strict=True, reason="no cgroup can be made here, so only RLIMIT_DATA bounds "
+                                  f"the worker's memory: {cgroups.places().why_not.get('memory')}")]
+    return []
+
+
+NO_PIDS_CGROUP = cgroups.places().pids is None
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=hole_marks(name)) for name in memory_attack_names()])
+def test_memory_attack_ends_its_run_as_the_students_memory_failure(memory_batch, name):
+    if name not in memory_batch["names"]:
+        pytest.skip(f"{name} is not in this batch (GALLERY_ATTACKS)")
+    assert_attack_outcome(memory_batch, name, "bubblewrap" if SANDBOXED else "none")
+
+
+@pytest.mark.xfail(NO_PIDS_CGROUP, strict=True, reason="no pids cgroup can be made here, and RLIMIT_NPROC "
+                   "does not hold for root's processes: a run's processes are unbounded while it lives")
+def test_a_runs_processes_are_bounded_while_it_runs(memory_batch):
+    if "shared_memory_and_forks" not in memory_batch["names"]:
+        pytest.skip("shared_memory_and_forks is not in this batch (GALLERY_ATTACKS)")
+    log = (memory_batch["out"] / "shared_memory_and_forks" / "log.txt").read_text()
+    started = re.search(r"gallery-forks: started (\d+) of (\d+)", log)
+    assert started, log[-2000:]
+    assert int(started.group(1)) < int(started.group(2))
 
 
 @pytest.mark.parametrize("name", gpu_attack_names())

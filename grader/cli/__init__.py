@@ -96,7 +96,9 @@ IMPL = click.option("--impl", "impl_name", default="solutions", show_default=Tru
 @SPLIT
 @click.option("--worker-memory", type=click.IntRange(min=0), default=None, metavar="MB",
               help="Private memory cap of the process running each submission's code [default: half "
-                   "the RAM shared over the workers running at once (one per part), at least 8192; 0: no cap].")
+                   "the RAM shared over the workers running at once (one per part), at least 8192; 0: no cap]. "
+                   "Where a cgroup can be made, each checking run's memory in all, shared and memfd "
+                   "pages included, is bounded at this plus 2048 (`grader doctor`).")
 @click.option("--slurm", is_flag=True, help="Grade on a Slurm cluster: one array job, one task per "
               "submission or per --per-gpu N of them (checkout, venv and --out on a shared filesystem).")
 @click.option("--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",

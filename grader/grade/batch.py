@@ -35,10 +35,11 @@ import grader
 from grader import disposable
 from grader.course import pseudonyms
 from grader.errors import BadSubmission, GraderError
-from grader.grade import containment, gpu_sharing, parts, preflight, sandbox, seats, sizing, submission
+from grader.grade import cgroups, containment, gpu_sharing, parts, preflight, sandbox, seats, sizing, submission
 from grader.grade.checker_tree import build_checker_tree, grade_key, remove_tree
 from grader.grade.checking_run import (
     CHECKER_LAUNCHER,
+    TASKS_ENV,
     Outcome,
     gpu_name_of,
     importable,
@@ -86,6 +87,7 @@ class Batch:
         self.unshare = None if self.bwrap else containment.find_unshare()
         if self.unshare and not containment.works(self.unshare):
             self.unshare = None
+        self.cgroups = cgroups.places()          # one per checking run: its memory and process bounds
         self.stopping = threading.Event()        # set on Ctrl-C: runs killed now are not graded
         self.alone_again: list = []              # sources whose GPU memory or time ran out while shared
         self.parts: list[parts.Part] = []        # from the preflight when splitting: [] grades whole suites
@@ -113,6 +115,9 @@ class Batch:
         if settings.sandbox and not self.bwrap:
             self.say("bubblewrap (bwrap) not found: grading WITHOUT a sandbox "
                      "(apt-get install bubblewrap, or pass --no-sandbox to silence this)")
+        if self.cgroups.memory is None:
+            self.say("no cgroup can be made here: each worker's memory cap counts its private memory only "
+                     "(shared and memfd pages are not bounded); `grader doctor` says how to fix it")
         if not self.bwrap and not self.unshare:
             self.say("unshare cannot create pid and mount namespaces here: processes a submission leaves "
                      "behind, and its files in /tmp and /dev/shm, may outlive its grading")
@@ -370,7 +375,8 @@ class Batch:
             sandbox=self.settings.sandbox, bwrap=self.bwrap, base_env=dict(os.environ),
             masked=self.masked_paths(), device_nodes=sandbox.gpu_device_nodes(),
             keep_visible=self.python_paths, disposable_copy=self.disposable_hidden_suite(scratch),
-            extra_env={worker.MEMORY_ENV: str(self.settings.worker_memory_mb), **lock_env, **cores_env})
+            extra_env={worker.MEMORY_ENV: str(self.settings.worker_memory_mb), **lock_env, **cores_env,
+                       **({TASKS_ENV: str(sizing.RUN_PIDS_MAX)} if self.bwrap else {})})
         argv = launch.argv
         if not launch.sandboxed and self.unshare:
             # What the run needs from a host /tmp its private one hides: the batch's scratch and this
@@ -378,6 +384,10 @@ class Batch:
             code = [*self.python_paths, launch.cwd, *launch.env.get("PYTHONPATH", "").split(os.pathsep)]
             argv = containment.wrap(argv, self.unshare, writable=[self.scratch_root, scratch],
                                     readonly=[path for path in code if path])
+        bounds = cgroups.for_run(self.cgroups, sizing.run_memory_bytes(self.settings.worker_memory_mb),
+                                 sizing.RUN_PIDS_MAX, label=student, say=self.say)
+        if bounds is not None:                  # joined before anything of the run starts (taskset execs)
+            argv = bounds.join_prefix() + argv
         if kept:                                # off its GPU's timing cores, whatever it starts too
             argv = timing_cores.launch_prefix(self.compile_cores) + argv
         key = (student, part.label if part else "")
@@ -396,10 +406,12 @@ class Batch:
 
         try:
             return watch(argv, env=launch.env, cwd=launch.cwd, results_fd=(read_end, write_end), pass_fds=lock_fds,
-                         timeout=self.budget_s(part), started=started, ended=ended)
+                         timeout=self.budget_s(part), started=started, ended=ended, cgroup=bounds)
         finally:
             for fd in lock_fds:
                 os.close(fd)                    # the child's copies carry its locks; ours would only linger
+            if bounds is not None:
+                bounds.remove()
 
     def budget_s(self, part: parts.Part | None) -> float:
         """This run's wall-clock budget: the TA's --timeout, else from what the reference's tests of it

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import results
-from grader.grade import sandbox
+from grader.grade import cgroups, sandbox
 from grader.report.model import HARNESS_ERROR
 from grader.report.plain_text import printable
 
@@ -43,13 +43,16 @@ class Outcome:
 
 
 def watch(argv: list[str], *, env: dict, cwd: str, results_fd: tuple[int, int], pass_fds=(),
-          timeout: float, started=lambda process, at: None, ended=lambda process: None) -> Outcome:
+          timeout: float, started=lambda process, at: None, ended=lambda process: None,
+          cgroup: cgroups.RunCgroup | None = None) -> Outcome:
     """Run one checking run to its end or its wall-clock budget and return what it produced.
 
     `results_fd` is the (read, write) ends of the pipe the checker writes its results to: the child gets
     the write end, and this process keeps only the read end. `started(process, perf_counter at launch)`
     and `ended(process)` let the caller track the run (progress, Ctrl-C). The whole process group is
-    killed when the run ends, however it ends."""
+    killed when the run ends, however it ends. With `cgroup` (created, and joined by `argv`'s prefix)
+    the run also ends as a whole when the kernel kills one of its processes for the run's memory bound,
+    and every process in the cgroup is killed at the end."""
     read_end, write_end = results_fd
     start = time.perf_counter()
     try:
@@ -68,27 +71,83 @@ def watch(argv: list[str], *, env: dict, cwd: str, results_fd: tuple[int, int], 
                threading.Thread(target=drain_fd, args=(read_end, stream.extend), daemon=True)]
     for reader in readers:
         reader.start()
-    timed_out = False
     try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        timed_out = wait(process, start + timeout, cgroup)
     finally:
         kill_group(process)
+        if cgroup is not None:
+            cgroup.kill()
         ended(process)
     for reader in readers:
         reader.join(timeout=5)
     text = bytes(stream).decode("utf-8", errors="replace")
     read = results.read_stream(text)
+    if cgroup is not None:
+        log.add(bound_note(cgroup).encode())
     status, reason = classify_exit(process.returncode, timed_out, timeout, read, log.text())
+    if cgroup is not None and cgroup.oom_killed():
+        status, reason = over_memory(cgroup.memory_bytes, read)
     return Outcome(status, reason, process.returncode, time.perf_counter() - start, text, log.text(), read)
+
+
+def wait(process: subprocess.Popen, deadline: float, cgroup: cgroups.RunCgroup | None) -> bool:
+    """Wait for the run to end; True when its wall-clock budget ran out first. A cgroup v1 OOM kills
+    one process of the run, and the kernel may pick the checker while the worker keeps what it holds:
+    the run stops here as soon as the kernel has killed anything for the bound (v2 does it itself)."""
+    while True:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return True
+        try:
+            process.wait(timeout=min(left, OOM_POLL_S) if cgroup is not None else left)
+            return False
+        except subprocess.TimeoutExpired:
+            if cgroup is not None and cgroup.oom_killed():
+                return False
+
+
+OOM_POLL_S = 0.5
+
+
+def over_memory(memory_bytes: int | None, read: results.StreamRead) -> tuple[str, str]:
+    """A run the kernel stopped at its memory bound. After the results header, student code was
+    running: the student's failure. Before it, only the harness ran: the bound is too small for it."""
+    bound = f"{memory_bytes >> 20} MiB" if memory_bytes else "its bound"
+    if read.results is None:
+        return HARNESS_ERROR, (f"harness error: the checking run went over its memory bound ({bound}) before "
+                               "any student code ran: raise --worker-memory")
+    return "crashed", (f"the checking run used more than {bound} of memory (private, shared and memfd pages "
+                       "and files in its scratch, the worker cap plus the checker's share) and was stopped; "
+                       "checks that had not reported score zero")
+
+
+def bound_note(cgroup: cgroups.RunCgroup) -> str:
+    """A last log line: the run's peaks against its bounds, and forks refused, for whoever reads it."""
+    peaks, parts = cgroup.peaks(), []
+    if "memory" in peaks:
+        limit = f" of {cgroup.memory_bytes >> 20} MiB" if cgroup.memory_bytes else ""
+        parts.append(f"memory peak {peaks['memory'] >> 20} MiB{limit}")
+    if "tasks" in peaks:
+        parts.append(f"tasks peak {peaks['tasks']} of {cgroup.pids_max}")
+    refused = cgroup.forks_refused()
+    if refused:
+        parts.append(f"{refused} forks refused at the bound")
+    return f"\n[grader] checking run's cgroup: {', '.join(parts) or 'no figures'}\n"
 
 
 LOG_HEAD = LOG_TAIL = 100_000     # bytes of the child's output kept: head and tail, 200 KB in all
 # The checking process makes itself non-dumpable before pytest starts: its /proc entries (the results
 # pipe under /proc/<pid>/fd, its memory) then need CAP_SYS_PTRACE, which the sandbox drops, so the
 # worker running student code cannot write into the results pipe. Exec resets this for the worker.
-CHECKER_LAUNCHER = ("import ctypes, sys\n"
+# Where no pids cgroup can be made, the sandbox's user namespace still lets RLIMIT_NPROC count this run's
+# tasks alone (the kernel counts per user namespace), unless the uid outside is root, which it exempts.
+# Set before pytest starts, so the worker inherits it.
+TASKS_ENV = "GRADER_RUN_TASKS"
+LIMIT_TASKS = ("import os, resource\n"
+               f"if os.environ.get({TASKS_ENV!r}, '').isdigit():\n"
+               f"    tasks = int(os.environ[{TASKS_ENV!r}])\n"
+               "    resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))\n")
+CHECKER_LAUNCHER = (LIMIT_TASKS + "import ctypes, sys\n"
                     "try:\n    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0\n"
                     "except (OSError, AttributeError):\n    pass\n"
                     "import os, pytest\ncode = pytest.main(sys.argv[1:])\n"

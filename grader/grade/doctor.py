@@ -114,6 +114,21 @@ def worker_memory() -> Finding:
     return Finding("worker memory cap", f"{cap} MiB per submission ({parallel} graded at once)")
 
 
+def run_bounds(where=None, parallel: int | None = None, nproc_holds: bool | None = None) -> list[Finding]:
+    """What bounds one checking run's memory and processes on this machine: a cgroup per run where the
+    grader can make one, else what holds instead, and how to get the cgroup."""
+    from grader.grade import cgroups, sizing
+
+    where = cgroups.places() if where is None else where
+    parallel = parallel or len(sizing.detect_gpus(os.environ)) or sizing.default_jobs()
+    cap, share = sizing.default_worker_memory_mb(parallel), sizing.CHECKER_MEMORY_MB
+    text = f"default {cap + share} MiB: the worker cap {cap} + {share} for the checker"
+    if nproc_holds is None:
+        nproc_holds = os.geteuid() != 0 and sandbox.find_bwrap() is not None
+    found = cgroups.describe(where, text, sizing.RUN_PIDS_MAX, nproc_holds)
+    return [Finding(what, detail, fix) for what, (detail, fix) in found.items()]
+
+
 def timing_cores(gpus: list | None = None, cores: list[int] | None = None) -> Finding:
     """Which cores a GPU's perf checks time on, away from every checking run's compiles."""
     from grader.grade.sizing import detect_gpus
@@ -137,7 +152,8 @@ def timing_cores(gpus: list | None = None, cores: list[int] | None = None) -> Fi
 
 def findings() -> list[Finding]:
     return [interpreter(), package("torch"), package("triton", blocking=False), package("numpy"),
-            package("pytest"), device(), *bubblewrap(), chromium(), worker_memory(), timing_cores()]
+            package("pytest"), device(), *bubblewrap(), chromium(), worker_memory(), *run_bounds(),
+            timing_cores()]
 
 
 def run_doctor(echo=print) -> int:

@@ -14,6 +14,22 @@ from grader.grade import parts
 # Private memory of the process running student code. CUDA's own host allocations count against it:
 # on an H200 a full grade failed with "CUDA error: out of memory" at 2 GiB and passed at 8 GiB.
 MIN_WORKER_MEMORY_MB = 8192
+# A checking run's one memory bound (its cgroup, grader.grade.cgroups) is the worker's cap plus this
+# share for the checker (its interpreter and torch, the tensors it lays out for the worker, CUDA's host
+# side) and the files the run writes in its sandbox's tmpfs. The bound counts resident pages, shared and
+# memfd ones included, where RLIMIT_DATA counts the worker's private address space: a run within its
+# worker cap stays well inside it.
+CHECKER_MEMORY_MB = 2048
+# Tasks (processes and threads) of one checking run: torch's thread pools in the checker and the worker
+# on a 128-core node and Triton's compile threads stay far below; a fork bomb stops here.
+RUN_PIDS_MAX = 2048
+
+
+def run_memory_bytes(worker_memory_mb: int) -> int | None:
+    """The checking run's memory bound in bytes; None when the worker has no cap (--worker-memory 0)."""
+    if worker_memory_mb <= 0:
+        return None
+    return (worker_memory_mb + CHECKER_MEMORY_MB) << 20
 
 
 # A checking run's default wall-clock budget: this many times what the reference's tests of it took on the
