@@ -2,7 +2,8 @@
 # A class graded on one GPU as a TA grades it: `grader grade SUBMISSIONS --out OUT --gpus 0`, default
 # options (suite all, split, per-GPU from the machine, sandboxed when bubblewrap is on PATH). Each
 # step ends with a summary (scripts/measure/class_summary.py) and leaves $OUT/<step>.tgz.
-#   honest  REFS references and SLOW copies of examples' slow matmul (a correct, mid-quality kernel):
+#   honest  REFS references and SLOW copies of examples' slow matmul (a correct, mid-quality kernel),
+#           and the gallery entries named in ATTACKS:
 #           the rate per GPU, the reference's marks in every copy, the mid-quality spread, the
 #           time breakdown and the leaderboard's order
 #   mixed   REFS references, the gallery's timing cheats, a matmul compiling a kernel per shape, a
@@ -33,11 +34,23 @@ grade() {   # $1 step: grade $WORK/$1-subs within the budget, then summarise (DR
   tar czf "$OUT/$1.tgz" -C "$WORK" "$1" "$1.log" "$1-summary.txt" "$1-leaderboard.txt"
 }
 
+gallery() {   # $1 folder, then gallery entries to add as submissions
+  python - "$@" <<'PY'
+import sys
+from pathlib import Path
+sys.path.insert(0, "tests")
+from test_adversarial import GALLERY, build_submission
+for name in sys.argv[2:]:
+    build_submission(GALLERY / name, Path(sys.argv[1]) / name, {})
+PY
+}
+
 honest() {
   rm -rf "$WORK/honest-subs" "$WORK/honest"
   references "$WORK/honest-subs" "${REFS:-5}"
   python examples/make_examples.py --out "$WORK/examples" --slow > /dev/null
   for i in $(seq 1 "${SLOW:-3}"); do cp -r "$WORK/examples/slow" "$WORK/honest-subs/slow$i"; done
+  gallery "$WORK/honest-subs" ${ATTACKS:-}
   grade honest
 }
 
