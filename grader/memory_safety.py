@@ -1,0 +1,94 @@
+"""A dead worker, charged where the fault happened rather than where it surfaced.
+
+A Triton load or store outside a tensor (a missing mask) may kill the process at once, or only corrupt
+its heap, so that a later and unrelated call (a pure PyTorch function) dies when the allocator next
+touches the damage. Charging that later test would make the verdict depend on test order. So, in the
+isolated mode (grading, `--isolate`):
+- a test whose worker died (not a hang) runs once more in a fresh worker (`rerun_after_death`). If it
+  dies there too, the death is its own failure, with the mask hint. If it does not, its rerun is its
+  verdict, and the death is charged as a memory-safety failure to the student call that the dead worker
+  served before (`IsolatedImpl.last_call` when it died): that call's test is marked failed;
+- when the run ends, the worker that served the last calls is probed (`probe`: a harness request that
+  allocates and frees memory) before it is closed, so a corruption by the last kernel to run is charged
+  to it too, whichever order the tests ran in.
+A charge after the test's record was written is an amendment of that record (grader.results), which can
+only fail a test, never pass one.
+"""
+
+from __future__ import annotations
+
+MASK_HINT = ("Hint: a process that dies from a signal (exit code -6: an abort, -11: a segfault) while it runs "
+             "a Triton kernel has almost always loaded or stored outside a tensor, on a GPU and in the CPU "
+             "interpreter alike: give every tl.load and tl.store whose offsets can pass the end a mask "
+             "(mask=offs < n, with other= for loads), the last partial block included.")
+
+
+def exercise_heap(modules) -> bool:
+    """Run in the worker: allocate, touch and free blocks of many sizes and collect garbage, so that a
+    heap an earlier kernel corrupted fails here (glibc aborts on a damaged chunk) rather than later."""
+    import gc
+
+    import torch
+
+    blocks = [bytearray(size) for size in (24, 72, 200, 1000, 4096, 65536, 1 << 20) for _ in range(8)]
+    tensors = [torch.ones(size) for size in (7, 300, 5000, 1 << 16)]
+    total = sum(len(block) for block in blocks) + sum(float(tensor.sum()) for tensor in tensors)
+    del blocks, tensors
+    gc.collect()
+    return total > 0
+
+
+def probe(impl):
+    """The WorkerLost a probe of `impl`'s worker ended in, or None (healthy, or nothing to probe)."""
+    from grader.impl import IsolatedImpl, WorkerLost
+
+    if not isinstance(impl, IsolatedImpl) or impl.last_call is None or impl.worker_pid is None:
+        return None
+    culprit = impl.last_call
+    try:
+        impl.run_harness(exercise_heap)
+    except WorkerLost as lost:
+        lost.previous_call = culprit
+        return lost
+    except Exception:  # noqa: BLE001 - a probe that fails otherwise says nothing about memory
+        return None
+    return None
+
+
+def rerun_after_death(item, lost, reset_inputs, charge):
+    """Run `item` once more in a fresh worker after its worker died with `lost` (see the module's doc).
+
+    `reset_inputs()` puts the test's inputs back as they were (its seeded generator); `charge(lost, test)`
+    records the memory-safety failure of the call before the death. Returns the rerun's result."""
+    __tracebackhide__ = True  # noqa: F841
+    from grader.impl import WorkerLost
+
+    reset_inputs()
+    try:
+        result = item.runtest()
+    except WorkerLost as again:
+        if again.timed_out:
+            raise
+        error = WorkerLost(f"{lost}, and died again when this test ran alone in a fresh process\n{MASK_HINT}")
+        raise error.with_traceback(again.__traceback__) from None
+    except BaseException:
+        charge(lost, item.nodeid)
+        raise
+    charge(lost, item.nodeid)
+    return result
+
+
+def charge_message(lost, died_in: str) -> str:
+    """What the test whose call corrupted memory is told."""
+    function = lost.previous_call[0] if lost.previous_call else "an earlier call"
+    where = (f"later, in {died_in}, which then passed alone in a fresh process" if died_in
+             else "when the harness next used it, after the last test")
+    return (f"memory safety: {function} was the last call the process running your code served before it died "
+            f"({_exit_text(lost)}) {where}: that call most likely wrote or read outside a tensor and "
+            f"corrupted the process's memory.\n{MASK_HINT}")
+
+
+def _exit_text(lost) -> str:
+    text = str(lost)
+    start = text.find("exit code")
+    return text[start:text.find(")", start)] if start >= 0 else text[:200]

@@ -1,0 +1,106 @@
+"""A crash is charged to the kernel that caused it, whichever test it surfaces in (grader.memory_safety).
+
+Grading (`--isolate`) is checked with a deterministic stand-in for heap corruption: a submission whose
+first call leaves the worker so that the next request it serves aborts, as a damaged heap does at the
+next allocation. The student's local loop (`python -m grader.local_run`, what `make test` runs) is checked
+with a real one: softmax_triton with its boundary masks removed, which kills the in-process run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from grader import results
+
+REPO = Path(__file__).resolve().parents[1]
+
+CORRUPTING_SUBMISSION = '''import os
+import sys
+
+
+def corrupting_kernel(x):
+    """Stands for a kernel whose unmasked store damaged the heap: it returns the right answer, and
+    the next request the process serves, whatever it is, aborts."""
+    def abort(*args, **kwargs):
+        os.abort()
+
+    sys.modules["grader.worker.guarded_call"].execute = abort
+    return x * 2
+
+
+def pure_torch(x):
+    return x + 1
+'''
+
+SUITE = '''import pytest
+import torch
+
+
+@pytest.mark.check("softmax.triton.correct")
+def test_kernel_that_corrupts(impl):
+    assert torch.equal(impl.softmax.corrupting_kernel(torch.ones(3)), torch.full((3,), 2.0))
+
+
+@pytest.mark.check("softmax.update.worked_example")
+def test_later_pure_torch(impl):
+    assert torch.equal(impl.softmax.pure_torch(torch.ones(3)), torch.full((3,), 2.0))
+'''
+CORRUPTS, LATER = "test_kernel_that_corrupts", "test_later_pure_torch"
+
+
+def _graded(tmp_path, order: tuple[str, ...]) -> dict[str, results.TestRecord]:
+    """{test name: record} of an isolated run of SUITE's tests in `order`, as grading runs them."""
+    submission = tmp_path / "submission"
+    submission.mkdir(exist_ok=True)
+    (submission / "softmax.py").write_text(CORRUPTING_SUBMISSION)
+    suite = tmp_path / "test_fake_suite.py"
+    suite.write_text(SUITE)
+    stream = tmp_path / f"results-{'-'.join(order)}.jsonl"
+    command = [sys.executable, "-m", "pytest", "-p", "grader.plugin", "-p", "no:cacheprovider", "-q",
+               "--isolate", "--impl", str(submission), "--results-json", str(stream), "--rootdir", str(tmp_path),
+               *[f"{suite}::{name}" for name in order]]
+    run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    read = results.read_stream(stream.read_text() if stream.exists() else "")
+    assert read.results is not None and read.finished, run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.returncode == 1, run.stdout[-3000:]
+    return {record.nodeid.split("::")[1]: record for record in read.results.tests}
+
+
+def test_a_corruption_surfacing_in_a_later_test_is_charged_to_the_kernel_that_caused_it(tmp_path):
+    records = _graded(tmp_path, (CORRUPTS, LATER))
+    # the later test died, ran again in a fresh worker and passed there
+    assert records[LATER].outcome == results.PASSED, records[LATER].message
+    charge = records[CORRUPTS]
+    assert charge.outcome == results.FAILED
+    assert charge.message.startswith("memory safety: softmax.corrupting_kernel"), charge.message
+    assert f"later, in {LATER}" not in charge.message and f"::{LATER}, which then passed" in charge.message
+    assert "exit code -6" in charge.message and "mask" in charge.message
+
+
+def test_the_verdict_does_not_depend_on_test_order(tmp_path):
+    (tmp_path / "forward").mkdir()
+    (tmp_path / "backward").mkdir()
+    forward = _graded(tmp_path / "forward", (CORRUPTS, LATER))
+    backward = _graded(tmp_path / "backward", (LATER, CORRUPTS))
+    assert {name: r.outcome for name, r in forward.items()} == {name: r.outcome for name, r in backward.items()} \
+        == {CORRUPTS: results.FAILED, LATER: results.PASSED}
+    # run last, the kernel's damage surfaces when the worker is probed before it is closed
+    assert "softmax.corrupting_kernel" in backward[CORRUPTS].message
+    assert "mask" in backward[CORRUPTS].message
+
+
+def test_an_amendment_fails_an_earlier_record_and_never_passes_one():
+    header = results.header_line("x", "cpu", {}, ["c"], [("t::a", "c"), ("t::b", "c")])
+    passed = results.record_line(results.TestRecord("t::a", "c", results.PASSED))
+    lines = [header, passed, results.amend_line("t::a", "memory safety: f"),
+             results.amend_line("t::unknown", "memory safety: g"),
+             '{"type": "amend", "nodeid": "t::a", "outcome": "passed", "message": ""}', results.END_LINE]
+    read = results.read_stream("\n".join(lines))
+    [record] = read.results.tests
+    assert (record.outcome, record.message) == (results.FAILED, "memory safety: f")
+    assert len(read.notes) == 2, read.notes
+    # a merged stream keeps the amended verdict
+    again = results.read_stream(results.stream_text(read)).results.tests
+    assert again[0].outcome == results.FAILED
