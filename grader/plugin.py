@@ -113,7 +113,9 @@ def pytest_collection_modifyitems(session, config, items):
     run = config.stash[GRADING_RUN]
     known, policy = run.points.checks, run.policy
     if config.getoption("--resume-from"):
-        _resume(config, items, run)
+        from grader.local_run import resume
+
+        resume(config, items, run)
     for item in items:
         check_id = _check_id(item)
         if check_id is None:
@@ -132,23 +134,13 @@ def pytest_collection_modifyitems(session, config, items):
                         [item.nodeid for item in items if _check_id(item) and _not_run_reason(item, policy)])
 
 
-def _resume(config, items, run) -> None:
-    """Leave out the tests an earlier run of this selection reported, and count its records here."""
-    stream = Path(config.getoption("--resume-from"))
-    read = results.read_stream(stream.read_text(encoding="utf-8") if stream.is_file() else "")
-    selected = {item.nodeid for item in items}
-    earlier = [record for record in (read.results.tests if read.results else ()) if record.nodeid in selected]
-    done = {record.nodeid for record in earlier}
-    config.hook.pytest_deselected(items=[item for item in items if item.nodeid in done])
-    items[:] = [item for item in items if item.nodeid not in done]
-    run.records.extend(earlier)
-    run.earlier = earlier
-
-
 def pytest_collection_finish(session):
     """Grading: every hidden test module is in memory now, so their disposable copy is emptied before
     any student code runs (the worker imports the student's modules on its first call, in a test),
     and no folder student code can write stays on this process's import path (grader.worker.import_path)."""
+    run = session.config.stash[GRADING_RUN]
+    if session.config.getoption("--resume-from") and session.items:
+        run.died_in = session.items[0].nodeid   # the first test the run that died did not report
     if session.config.getoption("--isolate"):
         disposable.empty_named_copy()
         from grader.worker import import_path
@@ -454,6 +446,7 @@ class GradingRun:
         self.records: list[results.TestRecord] = []
         self.amended: list[results.TestRecord] = []   # failed after they reported (charge_memory_fault)
         self.earlier: list[results.TestRecord] = []   # --resume-from: what the run that died reported
+        self.died_in: str | None = None                # --resume-from: the test it died in
         self.stream = None
 
     def open_stream(self, path: str, graded: list[tuple[str, str]], not_run_here: list[str] = ()) -> None:
@@ -505,11 +498,10 @@ class GradingRun:
             self.stream = None
 
     def pytest_terminal_summary(self, terminalreporter, config):
-        failed_earlier = [record for record in self.earlier if record.outcome == results.FAILED]
-        if failed_earlier:
-            terminalreporter.section("failures of the in-process run (before it died)")
-            for record in failed_earlier:
-                terminalreporter.write_line(f"FAILED {record.nodeid}: {record.message}", red=True)
+        if self.died_in or self.earlier:
+            from grader.local_run import write_earlier_run
+
+            write_earlier_run(terminalreporter, self.earlier, self.died_in)
         if self.records:
             from grader.local_summary import write_summary
 

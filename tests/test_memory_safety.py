@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from broken_variants import build_variant
+
 from grader import results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -104,3 +106,16 @@ def test_an_amendment_fails_an_earlier_record_and_never_passes_one():
     # a merged stream keeps the amended verdict
     again = results.read_stream(results.stream_text(read)).results.tests
     assert again[0].outcome == results.FAILED
+
+
+def test_local_run_of_a_kernel_without_boundary_masks_finishes_with_the_crash_charged_to_its_test(tmp_path):
+    broken = build_variant("softmax_no_boundary_mask", tmp_path)
+    command = [sys.executable, "-m", "grader.local_run", "tests_public/test_softmax.py", "-q", "-rN",
+               "-p", "no:cacheprovider", "--impl", str(broken), "-k", "triton_matches_torch and 8x37"]
+    run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
+    output = run.stdout + run.stderr
+    assert run.returncode == 1, output[-4000:]
+    assert "The test process died from SIG" in output, output[-4000:]
+    assert "died again when this test ran alone in a fresh process" in output, output[-4000:]
+    assert "give every tl.load and tl.store" in output
+    assert "TOTAL" in output and "points (impl:" in output, output[-4000:]
