@@ -4,10 +4,11 @@ A Triton load or store outside a tensor (a missing mask) may kill the process at
 its heap, so that a later and unrelated call (a pure PyTorch function) dies when the allocator next
 touches the damage. Charging that later test would make the verdict depend on test order. So, in the
 isolated mode (grading, `--isolate`):
-- a test whose worker died (not a hang) runs once more in a fresh worker (`rerun_after_death`). If it
-  dies there too, the death is its own failure, with the mask hint. If it does not, its rerun is its
-  verdict, and the death is charged as a memory-safety failure to the student call that the dead worker
-  served before (`IsolatedImpl.last_call` when it died): that call's test is marked failed;
+- a test whose worker died (not a hang) runs once more in a fresh worker (`rerun_after_death`), unless
+  it died on the first call of a fresh worker already. If it dies there too, the death is its own failure,
+  with the mask hint when a signal killed it. If it does not, its rerun is its verdict, and the death is
+  charged as a memory-safety failure to the student call that the dead worker served before
+  (`WorkerLost.previous_call`): that call's test is marked failed;
 - when the run ends, the worker that served the last calls is probed (`probe`: a harness request that
   allocates and frees memory) before it is closed, so a corruption by the last kernel to run is charged
   to it too, whichever order the tests ran in.
@@ -63,19 +64,35 @@ def rerun_after_death(item, lost, reset_inputs, charge):
     __tracebackhide__ = True  # noqa: F841
     from grader.impl import WorkerLost
 
+    if lost.previous_call is None:
+        # It died on the first student call a fresh process served: a rerun would repeat exactly that.
+        raise _own_death(lost, f"{lost}, on the first call of a fresh process", lost.__traceback__)
     reset_inputs()
     try:
         result = item.runtest()
     except WorkerLost as again:
         if again.timed_out:
             raise
-        error = WorkerLost(f"{lost}, and died again when this test ran alone in a fresh process\n{MASK_HINT}")
-        raise error.with_traceback(again.__traceback__) from None
+        raise _own_death(again, f"{lost}, and died again when this test ran alone in a fresh process",
+                         again.__traceback__) from None
     except BaseException:
         charge(lost, item.nodeid)
         raise
     charge(lost, item.nodeid)
     return result
+
+
+def _own_death(lost, text: str, traceback):
+    """The test's own failure; the mask hint when a signal ended the process (an exit code says nothing)."""
+    from grader.impl import WorkerLost
+
+    hint = f"\n{MASK_HINT}" if killed_by_signal(lost) else ""
+    return WorkerLost(text + hint).with_traceback(traceback)
+
+
+def killed_by_signal(lost) -> bool:
+    """Whether the worker's exit code in `lost`'s text is a signal's (negative: -6 abort, -11 segfault)."""
+    return "exit code -" in str(lost)
 
 
 def charge_message(lost, died_in: str) -> str:
@@ -85,7 +102,7 @@ def charge_message(lost, died_in: str) -> str:
              else "when the harness next used it, after the last test")
     return (f"memory safety: {function} was the last call the process running your code served before it died "
             f"({_exit_text(lost)}) {where}: that call most likely wrote or read outside a tensor and "
-            f"corrupted the process's memory.\n{MASK_HINT}")
+            "corrupted the process's memory." + (f"\n{MASK_HINT}" if killed_by_signal(lost) else ""))
 
 
 def _exit_text(lost) -> str:
