@@ -95,10 +95,11 @@ def killed_by_signal(lost) -> bool:
     return "exit code -" in str(lost)
 
 
-def charge_message(lost, died_in: str) -> str:
-    """What the test whose call corrupted memory is told."""
+def charge_message(lost, died_in: str, same_test: bool = False) -> str:
+    """What the test whose call corrupted memory is told; `died_in` "" when the end-of-run probe died."""
     function = lost.previous_call[0] if lost.previous_call else "an earlier call"
-    where = (f"later, in {died_in}, which then passed alone in a fresh process" if died_in
+    where = ("later in this test, which did not die when it ran again in a fresh process" if same_test
+             else f"later, in {died_in}, which did not die when it ran again in a fresh process" if died_in
              else "when the harness next used it, after the last test")
     return (f"memory safety: {function} was the last call the process running your code served before it died "
             f"({_exit_text(lost)}) {where}: that call most likely wrote or read outside a tensor and "

@@ -470,12 +470,12 @@ class GradingRun:
         test = lost.previous_call[1] if lost.previous_call else None
         if test is None:
             return   # a fresh worker's first call, or a call outside any test: nobody else to charge
-        message = memory_safety.charge_message(lost, died_in)
+        message = memory_safety.charge_message(lost, died_in, same_test=test[0] == current)
         if test[0] == current:
             raise WorkerLost(message)
         record = next((r for r in reversed(self.records) if r.nodeid == test[0]), None)
-        if record is None:
-            return
+        if record is None or record.outcome in (results.NOT_IMPLEMENTED, results.NOT_RUN_HERE):
+            return   # a stub ran no kernel, and a limit of this machine is never the student's charge
         record.outcome, record.message = results.FAILED, results.amended_message(message, record.message)
         self.amended.append(record)
         if self.stream is not None:
