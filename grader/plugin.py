@@ -264,6 +264,8 @@ def _calling_test(item):
 
     impl, check_id = getattr(item, "funcargs", {}).get("impl"), _check_id(item)
     generator = getattr(item, "funcargs", {}).get("gen")
+    if not hasattr(generator, "get_state"):   # a suite may define a `gen` fixture of its own
+        generator = None
     state = generator.get_state() if generator is not None else None
 
     def reset_inputs():

@@ -51,15 +51,23 @@ def test_later_pure_torch(impl):
     assert torch.equal(impl.softmax.pure_torch(torch.ones(3)), torch.full((3,), 2.0))
 '''
 CORRUPTS, LATER = "test_kernel_that_corrupts", "test_later_pure_torch"
+SELF_INFLICTED = "test_corrupts_then_calls_again"
+SUITE_SELF_INFLICTED = SUITE + f'''
+
+@pytest.mark.check("softmax.online.correct")
+def {SELF_INFLICTED}(impl):
+    impl.softmax.corrupting_kernel(torch.ones(3))
+    assert torch.equal(impl.softmax.pure_torch(torch.ones(3)), torch.full((3,), 2.0))
+'''
 
 
-def _graded(tmp_path, order: tuple[str, ...]) -> dict[str, results.TestRecord]:
+def _graded(tmp_path, order: tuple[str, ...], suite_text: str = SUITE) -> dict[str, results.TestRecord]:
     """{test name: record} of an isolated run of SUITE's tests in `order`, as grading runs them."""
     submission = tmp_path / "submission"
     submission.mkdir(exist_ok=True)
     (submission / "softmax.py").write_text(CORRUPTING_SUBMISSION)
     suite = tmp_path / "test_fake_suite.py"
-    suite.write_text(SUITE)
+    suite.write_text(suite_text)
     stream = tmp_path / f"results-{'-'.join(order)}.jsonl"
     command = [sys.executable, "-m", "pytest", "-p", "grader.plugin", "-p", "no:cacheprovider", "-q",
                "--isolate", "--impl", str(submission), "--results-json", str(stream), "--rootdir", str(tmp_path),
@@ -92,6 +100,15 @@ def test_the_verdict_does_not_depend_on_test_order(tmp_path):
     # run last, the kernel's damage surfaces when the worker is probed before it is closed
     assert "softmax.corrupting_kernel" in backward[CORRUPTS].message
     assert "mask" in backward[CORRUPTS].message
+
+
+def test_a_test_whose_death_recurs_in_a_fresh_worker_fails_itself_with_the_mask_hint(tmp_path):
+    records = _graded(tmp_path, (LATER, SELF_INFLICTED), SUITE_SELF_INFLICTED)
+    assert records[LATER].outcome == results.PASSED
+    own = records[SELF_INFLICTED]
+    assert own.outcome == results.FAILED
+    assert "died (exit code -6), and died again when this test ran alone in a fresh process" in own.message
+    assert "give every tl.load and tl.store" in own.message and "memory safety" not in own.message
 
 
 def test_an_amendment_fails_an_earlier_record_and_never_passes_one():
