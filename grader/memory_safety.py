@@ -24,30 +24,35 @@ MASK_HINT = ("Hint: a process that dies from a signal (exit code -6: an abort, -
              "(mask=offs < n, with other= for loads), the last partial block included.")
 
 
-def exercise_heap(modules) -> bool:
-    """Run in the worker: allocate, touch and free blocks of many sizes and collect garbage, so that a
-    heap an earlier kernel corrupted fails here (glibc aborts on a damaged chunk) rather than later."""
+def exercise_heap(modules, collect: bool = True) -> bool:
+    """Run in the worker: allocate, touch and free blocks of many sizes (and, when `collect`, collect
+    garbage, which takes ~0.1 s with torch loaded), so that a heap an earlier kernel corrupted fails here
+    (glibc aborts on a damaged chunk) rather than in a later test."""
     import gc
 
     import torch
 
-    blocks = [bytearray(size) for size in (24, 72, 200, 1000, 4096, 65536, 1 << 20) for _ in range(8)]
-    tensors = [torch.ones(size) for size in (7, 300, 5000, 1 << 16)]
+    blocks = [bytearray(size) for size in (24, 72, 200, 1000, 4096, 65536) for _ in range(8)]
+    tensors = [torch.ones(size) for size in (7, 300, 5000)]
     total = sum(len(block) for block in blocks) + sum(float(tensor.sum()) for tensor in tensors)
     del blocks, tensors
-    gc.collect()
+    if collect:
+        gc.collect()
     return total > 0
 
 
-def probe(impl):
+def probe(impl, collect: bool = True):
     """The WorkerLost a probe of `impl`'s worker ended in, or None (healthy, or nothing to probe)."""
     from grader.impl import IsolatedImpl, WorkerLost
 
     if not isinstance(impl, IsolatedImpl) or impl.last_call is None or impl.worker_pid is None:
         return None
     culprit = impl.last_call
+    if culprit is getattr(impl, "probed_after", None) and not collect:
+        return None   # no student call since the last probe (the worker serves only student calls besides)
+    impl.probed_after = culprit
     try:
-        impl.run_harness(exercise_heap)
+        impl.run_harness(exercise_heap, collect)
     except WorkerLost as lost:
         lost.previous_call = culprit
         return lost
@@ -95,12 +100,21 @@ def killed_by_signal(lost) -> bool:
     return "exit code -" in str(lost)
 
 
-def charge_message(lost, died_in: str, same_test: bool = False) -> str:
-    """What the test whose call corrupted memory is told; `died_in` "" when the end-of-run probe died."""
+SAME_TEST = "later in this test, which did not die when it ran again in a fresh process"
+AFTER_LAST_TEST = "when the harness checked its memory after the last test"
+
+
+def died_later_in(nodeid: str) -> str:
+    return f"later, in {nodeid}, which did not die when it ran again in a fresh process"
+
+
+def probed_before(nodeid: str) -> str:
+    return f"when the harness checked its memory after that test, before {nodeid}"
+
+
+def charge_message(lost, where: str) -> str:
+    """What the test whose call corrupted memory is told; `where` says when the process died."""
     function = lost.previous_call[0] if lost.previous_call else "an earlier call"
-    where = ("later in this test, which did not die when it ran again in a fresh process" if same_test
-             else f"later, in {died_in}, which did not die when it ran again in a fresh process" if died_in
-             else "when the harness next used it, after the last test")
     return (f"memory safety: {function} was the last call the process running your code served before it died "
             f"({_exit_text(lost)}) {where}: that call most likely wrote or read outside a tensor and "
             "corrupted the process's memory." + (f"\n{MASK_HINT}" if killed_by_signal(lost) else ""))

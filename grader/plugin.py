@@ -199,7 +199,7 @@ def impl(request):
     # The last calls' damage surfaces in no later test: probe the worker before it goes (grader.memory_safety).
     fault = memory_safety.probe(built)
     if fault is not None:
-        config.stash[GRADING_RUN].charge_memory_fault(fault, "")
+        config.stash[GRADING_RUN].charge_memory_fault(fault, memory_safety.AFTER_LAST_TEST)
     built.close()
 
 
@@ -268,6 +268,8 @@ def _calling_test(item):
         generator = None
     state = generator.get_state() if generator is not None else None
 
+    charge = item.config.stash[GRADING_RUN].charge_memory_fault
+
     def reset_inputs():
         if generator is not None:
             generator.set_state(state)
@@ -276,13 +278,17 @@ def _calling_test(item):
         __tracebackhide__ = True  # noqa: F841
         if not isinstance(impl, IsolatedImpl) or lost.timed_out:
             raise lost
-        charge = item.config.stash[GRADING_RUN].charge_memory_fault
         return memory_safety.rerun_after_death(item, lost, reset_inputs, lambda fault, died_in: charge(
-            fault, died_in, current=item.nodeid))
+            fault, memory_safety.died_later_in(died_in), current=item.nodeid))
 
     @contextlib.contextmanager
     def calling():
         if isinstance(impl, IsolatedImpl):
+            # An earlier test's damage is charged to it here, so no later test's own crash can hide it
+            # (cheap: no garbage collection).
+            fault = memory_safety.probe(impl, collect=False)
+            if fault is not None:
+                charge(fault, memory_safety.probed_before(item.nodeid))
             impl.current_test = (item.nodeid, check_id)
         try:
             yield rerun
@@ -464,7 +470,7 @@ class GradingRun:
             self.stream.write(results.record_line(record) + "\n")
             self.stream.flush()
 
-    def charge_memory_fault(self, lost, died_in: str, current: str | None = None) -> None:
+    def charge_memory_fault(self, lost, where: str, current: str | None = None) -> None:
         """Charge a worker's death to the student call it served before (grader.memory_safety): fail that
         call's test, the running one by raising, an earlier one by amending its record."""
         from grader.impl import WorkerLost
@@ -472,7 +478,7 @@ class GradingRun:
         test = lost.previous_call[1] if lost.previous_call else None
         if test is None:
             return   # a fresh worker's first call, or a call outside any test: nobody else to charge
-        message = memory_safety.charge_message(lost, died_in, same_test=test[0] == current)
+        message = memory_safety.charge_message(lost, memory_safety.SAME_TEST if test[0] == current else where)
         if test[0] == current:
             raise WorkerLost(message)
         record = next((r for r in reversed(self.records) if r.nodeid == test[0]), None)

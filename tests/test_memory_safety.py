@@ -23,13 +23,28 @@ CORRUPTING_SUBMISSION = '''import os
 import sys
 
 
-def corrupting_kernel(x):
-    """Stands for a kernel whose unmasked store damaged the heap: it returns the right answer, and
-    the next request the process serves, whatever it is, aborts."""
-    def abort(*args, **kwargs):
-        os.abort()
+def _arm(only_student_calls):
+    guarded = sys.modules["grader.worker.guarded_call"]
+    execute = guarded.execute
 
-    sys.modules["grader.worker.guarded_call"].execute = abort
+    def execute_or_abort(modules, kind, *rest):
+        if kind == "call" or not only_student_calls:
+            os.abort()
+        return execute(modules, kind, *rest)
+
+    guarded.execute = execute_or_abort
+
+
+def corrupting_kernel(x):
+    """Stands for a kernel whose unmasked store damaged the heap: it returns the right answer, and the
+    next request the process serves, whatever it is (the harness's memory check too), aborts."""
+    _arm(only_student_calls=False)
+    return x * 2
+
+
+def corrupting_kernel_seen_later(x):
+    """The same damage, where the harness's memory check misses it: the next call of student code aborts."""
+    _arm(only_student_calls=True)
     return x * 2
 
 
@@ -43,7 +58,7 @@ import torch
 
 @pytest.mark.check("softmax.triton.correct")
 def test_kernel_that_corrupts(impl):
-    assert torch.equal(impl.softmax.corrupting_kernel(torch.ones(3)), torch.full((3,), 2.0))
+    assert torch.equal(impl.softmax.KERNEL(torch.ones(3)), torch.full((3,), 2.0))
 
 
 @pytest.mark.check("softmax.update.worked_example")
@@ -52,7 +67,7 @@ def test_later_pure_torch(impl):
 '''
 CORRUPTS, LATER = "test_kernel_that_corrupts", "test_later_pure_torch"
 SELF_INFLICTED = "test_corrupts_then_calls_again"
-SUITE_SELF_INFLICTED = SUITE + f'''
+SUITE_SELF_INFLICTED = SUITE.replace("KERNEL", "corrupting_kernel") + f'''
 
 @pytest.mark.check("softmax.online.correct")
 def {SELF_INFLICTED}(impl):
@@ -61,7 +76,7 @@ def {SELF_INFLICTED}(impl):
 '''
 
 
-def _graded(tmp_path, order: tuple[str, ...], suite_text: str = SUITE) -> dict[str, results.TestRecord]:
+def _graded(tmp_path, order: tuple[str, ...], suite_text: str) -> dict[str, results.TestRecord]:
     """{test name: record} of an isolated run of SUITE's tests in `order`, as grading runs them."""
     submission = tmp_path / "submission"
     submission.mkdir(exist_ok=True)
@@ -80,12 +95,13 @@ def _graded(tmp_path, order: tuple[str, ...], suite_text: str = SUITE) -> dict[s
 
 
 def test_a_corruption_surfacing_in_a_later_test_is_charged_to_the_kernel_that_caused_it(tmp_path):
-    records = _graded(tmp_path, (CORRUPTS, LATER))
+    # the damage escapes the harness's check between the tests and kills the later test's call
+    records = _graded(tmp_path, (CORRUPTS, LATER), SUITE.replace("KERNEL", "corrupting_kernel_seen_later"))
     # the later test died, ran again in a fresh worker and passed there
     assert records[LATER].outcome == results.PASSED, records[LATER].message
     charge = records[CORRUPTS]
     assert charge.outcome == results.FAILED
-    assert charge.message.startswith("memory safety: softmax.corrupting_kernel"), charge.message
+    assert charge.message.startswith("memory safety: softmax.corrupting_kernel_seen_later"), charge.message
     assert f"::{LATER}, which did not die when it ran again in a fresh process" in charge.message
     assert "exit code -6" in charge.message and "mask" in charge.message
 
@@ -93,11 +109,15 @@ def test_a_corruption_surfacing_in_a_later_test_is_charged_to_the_kernel_that_ca
 def test_the_verdict_does_not_depend_on_test_order(tmp_path):
     (tmp_path / "forward").mkdir()
     (tmp_path / "backward").mkdir()
-    forward = _graded(tmp_path / "forward", (CORRUPTS, LATER))
-    backward = _graded(tmp_path / "backward", (LATER, CORRUPTS))
+    suite = SUITE.replace("KERNEL", "corrupting_kernel")
+    forward = _graded(tmp_path / "forward", (CORRUPTS, LATER), suite)
+    backward = _graded(tmp_path / "backward", (LATER, CORRUPTS), suite)
     assert {name: r.outcome for name, r in forward.items()} == {name: r.outcome for name, r in backward.items()} \
         == {CORRUPTS: results.FAILED, LATER: results.PASSED}
-    # run last, the kernel's damage surfaces when the worker is probed before it is closed
+    # run first, the damage is found when the harness checks the worker before the next test; run last,
+    # when it checks the worker before closing it
+    assert "after that test, before" in forward[CORRUPTS].message
+    assert "after the last test" in backward[CORRUPTS].message
     assert "softmax.corrupting_kernel" in backward[CORRUPTS].message
     assert "mask" in backward[CORRUPTS].message
 
