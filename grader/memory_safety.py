@@ -9,9 +9,10 @@ isolated mode (grading, `--isolate`):
   with the mask hint when a signal killed it. If it does not, its rerun is its verdict, and the death is
   charged as a memory-safety failure to the student call that the dead worker served before
   (`WorkerLost.previous_call`): that call's test is marked failed;
-- when the run ends, the worker that served the last calls is probed (`probe`: a harness request that
-  allocates and frees memory) before it is closed, so a corruption by the last kernel to run is charged
-  to it too, whichever order the tests ran in.
+- before each test that follows student calls, the worker is probed (`probe`: a harness request that
+  allocates and frees memory), so an earlier test's damage is charged to it before a later test's own
+  crash can hide it; and again, with a garbage collection, before the worker is closed at the end, so
+  the last kernel's damage is charged too. A probe's death is charged like a death that did not recur.
 A charge after the test's record was written is an amendment of that record (grader.results), which can
 only fail a test, never pass one.
 """
