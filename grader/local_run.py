@@ -4,7 +4,8 @@ In-process is the default so that breakpoints and prints work (grader.impl.InPro
 kernel that loads or stores outside a tensor can kill the process under test outright (the CPU
 interpreter aborts with "Fatal Python error: Aborted"): pytest then prints no failure and no points.
 So the suite runs in a child pytest that writes its results stream (grader.results); when that child
-dies from a signal, the tests it never reported run again, once, with `--isolate` (each call in a worker
+stops before its end line (a signal, `os._exit`), the tests it never reported run again, once, with
+`--isolate` (each call in a worker
 process, where a death costs only the test it happened in) and `--resume-from`, which prints the
 failures of the first run and the points of both together. A normal exit, Ctrl-C included, is passed on.
 
@@ -22,7 +23,8 @@ from pathlib import Path
 
 from grader import results
 
-PYTEST_EXIT_CODES = range(0, 6)   # pytest's own exit statuses; anything else is a death
+# Stopped by the student (Ctrl-C, a second Ctrl-C, a terminal closed): never a reason to run on.
+INTERRUPTED = {2, -signal.SIGINT, 128 + signal.SIGINT, -signal.SIGTERM, -signal.SIGHUP}
 
 
 def main(argv: list[str]) -> int:
@@ -30,11 +32,21 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="grader-local-") as folder:
         first = Path(folder) / "in_process.jsonl"
         code = _run([*pytest, "--results-json", str(first)])
-        if code in PYTEST_EXIT_CODES or "--isolate" in argv:
+        if not _died(code, first) or "--isolate" in argv:
             return code
         print(_died_banner(code, first), flush=True)
         return _run([*pytest, "--isolate", "--resume-from", str(first),
                      "--results-json", str(Path(folder) / "isolated.jsonl")])
+
+
+def _died(code: int, stream: Path) -> bool:
+    """The run started its tests and never finished them: a signal, or an exit its code forced (a
+    pytest-timeout or `os._exit` ends without the stream's end line). Not when nothing ran (a usage or
+    collection error) or the student stopped it."""
+    if code in INTERRUPTED:
+        return False
+    read = results.read_stream(stream.read_text(encoding="utf-8") if stream.is_file() else "")
+    return read.results is not None and not read.finished
 
 
 def _run(command: list[str]) -> int:

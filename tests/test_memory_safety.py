@@ -15,7 +15,7 @@ from pathlib import Path
 
 from broken_variants import build_variant
 
-from grader import results
+from grader import local_run, results
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -162,3 +162,14 @@ def test_local_run_of_a_kernel_without_boundary_masks_finishes_with_the_crash_ch
     assert died_in, output[-4000:]
     assert re.search(rf"_+ {re.escape(died_in.group(1))} _+", output), output[-4000:]
     assert "your code died (exit code -" not in output or "give every tl.load and tl.store" in output
+
+
+def test_local_run_finishes_a_run_only_when_it_started_tests_and_stopped_before_its_end(tmp_path):
+    stream = tmp_path / "results.jsonl"
+    header = results.header_line("assignment", "cpu", {}, ["c"], [("t::a", "c")])
+    stream.write_text(header + "\n")
+    assert local_run._died(-6, stream) and local_run._died(1, stream)   # a signal; os._exit(1) by a timeout
+    assert not local_run._died(-2, stream) and not local_run._died(2, stream)   # the student's Ctrl-C
+    stream.write_text(header + "\n" + results.END_LINE + "\n")
+    assert not local_run._died(1, stream)                                 # tests failed, the run finished
+    assert not local_run._died(4, tmp_path / "never_written.jsonl")       # a usage error: nothing ran
