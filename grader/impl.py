@@ -46,9 +46,12 @@ class RuleViolation(AssertionError):
 class WorkerLost(AssertionError):
     """The worker died or hung during this call: the test fails, the next one gets a fresh worker.
 
-    `timed_out` is True when the call hung (no reply within the per-call timeout)."""
+    `timed_out` is True when the call hung (no reply within the per-call timeout). `previous_call` is the
+    call the same worker served before this one, as (function, test): a death may be the delayed effect
+    of that call's out-of-bounds store (grader.memory_safety)."""
 
     timed_out = False
+    previous_call: tuple[str, tuple | None] | None = None
 
 
 @dataclass
@@ -113,10 +116,11 @@ class Impl:
         student code: the rules of `guards` are about the student's calls and do not apply to it."""
         __tracebackhide__ = True  # noqa: F841
         previous, self._rules = self._rules, _Rules()
+        self._housekeeping = True   # not the student's call: a later death is never charged to it
         try:
             return self.run(fn, *args, **kwargs)
         finally:
-            self._rules = previous
+            self._rules, self._housekeeping = previous, False
 
     def _returning(self, value):
         self.returned.record(value, caller_outside())
@@ -229,6 +233,12 @@ class IsolatedImpl(Impl):
         self._notices_asked = False    # whether this worker was told to send compile notices
         self._hung: set[str] = set()   # functions that hung once: not called again, so one hang costs one function
         self.staging: str | None = None   # the staged copy make_impl ran the code from, removed at close
+        # Which test is calling (set by the plugin), and the last student call this worker served, as
+        # (function, test): grader.memory_safety charges a later death to it when the test that died
+        # passes in a fresh worker.
+        self.current_test: tuple[str, str] | None = None
+        self.last_call: tuple[str, tuple | None] | None = None
+        self._housekeeping = False
 
     def _request(self, kind, target, args, kwargs):
         __tracebackhide__ = True  # noqa: F841
@@ -240,6 +250,9 @@ class IsolatedImpl(Impl):
             raise WorkerLost(f"{name} hung earlier in this run (no reply within {self.call_timeout:g} s), so it is "
                              "not called again; the other functions are still graded")
         self._connection()
+        previous = self.last_call
+        if not self._housekeeping:
+            self.last_call = (name, self.current_test)
         self._wake()
         deadline = time.monotonic() + self.call_timeout
         try:
@@ -261,6 +274,8 @@ class IsolatedImpl(Impl):
         except WorkerLost as lost:
             if lost.timed_out:
                 self._hung.add(name)
+            else:
+                lost.previous_call = previous
             raise
         finally:
             if self._transport is not None:
@@ -432,6 +447,7 @@ class IsolatedImpl(Impl):
                               compile_notices=self._notices_asked)
         channel.send_frame(self._sock, pickle.dumps(setup), timeout=STARTUP_TIMEOUT)
         self._ready, self._resting = False, False
+        self.last_call = None   # a fresh process: nothing earlier can have corrupted its memory
 
     def _kill(self):
         process, self._process = self._process, None

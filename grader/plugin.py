@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import devices, disposable, hints, results
+from grader import devices, disposable, hints, memory_safety, results
 from grader.errors import not_implemented_cause
 from grader.hints import device_hint
 from grader.interpreter_limits import interpreter_limit, limit_in_chain, not_run_reason
@@ -40,6 +40,9 @@ def pytest_addoption(parser):
     group.addoption("--grader-seed", default="", help="extra salt for the per-test seeds (replays)")
     group.addoption("--checks", action="store_true", default=False,
                     help="print each check's points in the summary (as -v does)")
+    group.addoption("--resume-from", default=None, metavar="RESULTS_JSON",
+                    help="skip the tests this results stream reports and count its records in the summary "
+                         "(grader.local_run, after the student's code killed an in-process run)")
 
 
 def pytest_configure(config):
@@ -109,6 +112,10 @@ def pytest_report_header(config):
 def pytest_collection_modifyitems(session, config, items):
     run = config.stash[GRADING_RUN]
     known, policy = run.points.checks, run.policy
+    if config.getoption("--resume-from"):
+        from grader.local_run import resume
+
+        resume(config, items, run)
     for item in items:
         check_id = _check_id(item)
         if check_id is None:
@@ -131,6 +138,9 @@ def pytest_collection_finish(session):
     """Grading: every hidden test module is in memory now, so their disposable copy is emptied before
     any student code runs (the worker imports the student's modules on its first call, in a test),
     and no folder student code can write stays on this process's import path (grader.worker.import_path)."""
+    run = session.config.stash[GRADING_RUN]
+    if session.config.getoption("--resume-from") and session.items:
+        run.died_in = session.items[0].nodeid   # the first test the run that died did not report
     if session.config.getoption("--isolate"):
         disposable.empty_named_copy()
         from grader.worker import import_path
@@ -186,6 +196,10 @@ def impl(request):
         built = make_impl(config.getoption("--impl"), isolated=config.getoption("--isolate"),
                           extra_sys_path=_worker_sys_path(test_dirs, config.rootpath))
     yield built
+    # The last calls' damage surfaces in no later test: probe the worker before it goes (grader.memory_safety).
+    fault = memory_safety.probe(built)
+    if fault is not None:
+        config.stash[GRADING_RUN].charge_memory_fault(fault, memory_safety.AFTER_LAST_TEST)
     built.close()
 
 
@@ -224,17 +238,68 @@ def record_perf(request):
 def pytest_runtest_call(item):
     """An ordinary test holds its GPU's shared lock throughout (its worker calls and the checker's own
     reference maths), so a neighbour's perf check times alone; a perf test takes the lock itself, shared
-    for its warm-up and exclusively for its rounds (grader.perf.measure)."""
+    for its warm-up and exclusively for its rounds (grader.perf.measure). A test whose worker died runs
+    once more in a fresh one (grader.memory_safety)."""
+    from grader.impl import WorkerLost
     from grader.perf import gpu_lock
 
     returned = getattr(getattr(item, "funcargs", {}).get("impl"), "returned", None)
     if returned is not None:
         returned.clear()          # what an earlier test got back is not this test's to judge
-    with _hint_circumstances(item):
+    with _hint_circumstances(item), _calling_test(item) as rerun:
         if item.get_closest_marker("perf"):
             return (yield)
         with gpu_lock.shared():
-            return (yield)
+            try:
+                return (yield)
+            except WorkerLost as lost:
+                died = lost
+            # outside the except block: the rerun's own failure is not shown as raised "during" the death
+            return rerun(died)
+
+
+def _calling_test(item):
+    """Tell the isolated worker which test calls it, and give the rerun after a worker's death
+    (grader.memory_safety): the test once more in a fresh worker, from the same inputs."""
+    import contextlib
+
+    from grader.impl import IsolatedImpl
+
+    impl, check_id = getattr(item, "funcargs", {}).get("impl"), _check_id(item)
+    generator = getattr(item, "funcargs", {}).get("gen")
+    if not hasattr(generator, "get_state"):   # a suite may define a `gen` fixture of its own
+        generator = None
+    state = generator.get_state() if generator is not None else None
+
+    charge = item.config.stash[GRADING_RUN].charge_memory_fault
+
+    def reset_inputs():
+        if generator is not None:
+            generator.set_state(state)
+
+    def rerun(lost):
+        __tracebackhide__ = True  # noqa: F841
+        if not isinstance(impl, IsolatedImpl) or lost.timed_out:
+            raise lost
+        return memory_safety.rerun_after_death(item, lost, reset_inputs, lambda fault, died_in: charge(
+            fault, memory_safety.died_later_in(died_in), current=item.nodeid))
+
+    @contextlib.contextmanager
+    def calling():
+        if isinstance(impl, IsolatedImpl):
+            # An earlier test's damage is charged to it here, so no later test's own crash can hide it
+            # (cheap: no garbage collection).
+            fault = memory_safety.probe(impl, collect=False)
+            if fault is not None:
+                charge(fault, memory_safety.probed_before(item.nodeid))
+            impl.current_test = (item.nodeid, check_id)
+        try:
+            yield rerun
+        finally:
+            if isinstance(impl, IsolatedImpl):
+                impl.current_test = None
+
+    return calling()
 
 
 def _hint_circumstances(item):
@@ -414,6 +479,9 @@ class GradingRun:
     def __init__(self, policy, points, impl_name: str, worker=None):
         self.policy, self.points, self.impl_name, self.worker = policy, points, impl_name, worker
         self.records: list[results.TestRecord] = []
+        self.amended: list[results.TestRecord] = []   # failed after they reported (charge_memory_fault)
+        self.earlier: list[results.TestRecord] = []   # --resume-from: what the run that died reported
+        self.died_in: str | None = None                # --resume-from: the test it died in
         self.stream = None
 
     def open_stream(self, path: str, graded: list[tuple[str, str]], not_run_here: list[str] = ()) -> None:
@@ -429,7 +497,29 @@ class GradingRun:
             self.stream.write(results.record_line(record) + "\n")
             self.stream.flush()
 
+    def charge_memory_fault(self, lost, where: str, current: str | None = None) -> None:
+        """Charge a worker's death to the student call it served before (grader.memory_safety): fail that
+        call's test, the running one by raising, an earlier one by amending its record."""
+        from grader.impl import WorkerLost
+
+        test = lost.previous_call[1] if lost.previous_call else None
+        if test is None:
+            return   # a fresh worker's first call, or a call outside any test: nobody else to charge
+        message = memory_safety.charge_message(lost, memory_safety.SAME_TEST if test[0] == current else where)
+        if test[0] == current:
+            raise WorkerLost(message)
+        record = next((r for r in reversed(self.records) if r.nodeid == test[0]), None)
+        if record is None or record.outcome in (results.NOT_IMPLEMENTED, results.NOT_RUN_HERE):
+            return   # a stub ran no kernel, and a limit of this machine is never the student's charge
+        record.outcome, record.message = results.FAILED, results.amended_message(message, record.message)
+        self.amended.append(record)
+        if self.stream is not None:
+            self.stream.write(results.amend_line(record.nodeid, message) + "\n")
+            self.stream.flush()
+
     def pytest_sessionfinish(self, session):
+        if self.amended and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.worker is not None:
             self.worker.close()  # also when no test asked for it (everything deselected or skipped)
         if self.stream is not None:
@@ -443,6 +533,10 @@ class GradingRun:
             self.stream = None
 
     def pytest_terminal_summary(self, terminalreporter, config):
+        if self.died_in or self.earlier:
+            from grader.local_run import write_earlier_run
+
+            write_earlier_run(terminalreporter, self.earlier, self.died_in)
         if self.records:
             from grader.local_summary import write_summary
 
@@ -450,6 +544,8 @@ class GradingRun:
             write_summary(terminalreporter, self.points, self.records, self.impl_name, breakdown=breakdown,
                           code_folder=_student_code_folder(self.impl_name))
             _write_refused_imports(terminalreporter, self.impl_name)
+        for record in self.amended:
+            terminalreporter.write_line(f"FAILED AFTER IT RAN {record.nodeid}: {record.message}", red=True)
         _write_gpu_lock_totals(terminalreporter)
 
 

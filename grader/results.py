@@ -75,6 +75,13 @@ def gpu_lock_line(summary: dict) -> str:
     return json.dumps({"type": "gpu_lock", **summary})
 
 
+def amend_line(nodeid: str, message: str) -> str:
+    """A test reported earlier turned out to have failed: a later event (its call corrupted the worker's
+    memory, which killed a later test's call: grader.memory_safety) is charged to it. An amendment can only
+    fail a test, so a forged one could never raise a score."""
+    return json.dumps({"type": "amend", "nodeid": nodeid, "outcome": FAILED, "message": message})
+
+
 END_LINE = json.dumps({"type": "end"})
 
 
@@ -120,6 +127,8 @@ def read_stream(text: str, known_checks=None) -> StreamRead:
             else:
                 seen.add(record.nodeid)
                 results.tests.append(record)
+        elif kind == "amend" and results is not None:
+            notes += _amend(results.tests, entry)
         elif kind == "gpu_lock" and results is not None:
             results.gpu_lock = _gpu_lock(entry)
             if results.gpu_lock is None:
@@ -132,6 +141,24 @@ def read_stream(text: str, known_checks=None) -> StreamRead:
             record.outcome, record.message = FAILED, "reported twice: results not trusted"
             notes.append(f"{record.nodeid}: reported twice; scored as failed")
     return StreamRead(results, finished, notes)
+
+
+def _amend(tests: list[TestRecord], entry: dict) -> list[str]:
+    """Fail the record an amendment names (`amend_line`); the notes of what could not be applied."""
+    nodeid, message = entry.get("nodeid"), entry.get("message", "")
+    record = next((test for test in reversed(tests) if test.nodeid == nodeid), None)
+    if record is None or entry.get("outcome") != FAILED or not isinstance(message, str):
+        return [f"an amendment of {nodeid!r} names no earlier test or is malformed; ignored"]
+    record.outcome = FAILED
+    record.message = amended_message(message, record.message)
+    if len(record.message) > MESSAGE_LIMIT:
+        record.message = record.message[: MESSAGE_LIMIT // 2] + "\n...\n" + record.message[-MESSAGE_LIMIT // 2:]
+    return []
+
+
+def amended_message(charge: str, earlier: str) -> str:
+    """The charge first, then what the test said when it ran (kept: it may be a failure of its own)."""
+    return f"{charge}\n(when it ran: {earlier})" if earlier else charge
 
 
 def _header(entry: dict) -> RunResults | None:

@@ -213,6 +213,15 @@ VARIANTS = {
          "             _config(64, 32, 64, num_stages=2, num_warps=4),\n"
          "             _config(32, 64, 32, num_stages=3, num_warps=4)],"),
     )),
+    "softmax_no_boundary_mask": Variant("softmax", "the one-pass kernel loads and stores without a mask: rows "
+                                        "shorter than the block read and write past the tensor, which corrupts "
+                                        "the process's memory (under the CPU interpreter it aborts, now or later)", (
+        ("    x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=in_bounds, other=float(\"-inf\"))",
+         "    x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :])  # BUG: no mask"),
+        ("    tl.store(y_ptr + rows[:, None] * y_row_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), "
+         "mask=in_bounds)",
+         "    tl.store(y_ptr + rows[:, None] * y_row_stride + cols[None, :], y.to(y_ptr.dtype.element_ty))  # BUG"),
+    )),
     "softmax_padding_zero": Variant("softmax", "the one-pass kernel's masked load pads with 0, so the padding "
                                     "lanes add exp(0 - max) to every short row's sum", (
         ("    x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=in_bounds, other=float(\"-inf\"))",

@@ -348,6 +348,13 @@ def test_the_student_makefile_installs_quietly_from_pips_own_index(built):
     assert "$(PIP) install" in recipe and "--quiet" in (built / "Makefile").read_text()
 
 
+def test_make_test_runs_the_suite_through_the_runner_that_survives_a_crash_and_ships_it(built):
+    # grader.local_run finishes the suite in a worker when the student's kernel kills pytest
+    recipe = (built / "Makefile").read_text().split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert "-m grader.local_run tests_public" in recipe
+    assert (built / "grader" / "local_run.py").is_file() and (built / "grader" / "memory_safety.py").is_file()
+
+
 def test_the_writeup_names_the_helpers_that_gate_a_problem_first(built):
     writeup = (built / "WRITEUP.md").read_text()
     section = writeup.split("### What you implement: `assignment/flash_attention.py`", 1)[1]

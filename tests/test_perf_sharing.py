@@ -272,7 +272,9 @@ def test_an_ordinary_test_holds_the_shared_lock_throughout_and_a_perf_test_does_
     lock = RecordingLock()
     monkeypatch.setattr(gpu_lock, "current", lambda: lock)
     marker = types.SimpleNamespace(args=("softmax.perf.online",), kwargs={})
-    item = types.SimpleNamespace(get_closest_marker=lambda name: marker if (perf and name == "perf") else None)
+    run = types.SimpleNamespace(charge_memory_fault=lambda *args, **kwargs: None)
+    item = types.SimpleNamespace(get_closest_marker=lambda name: marker if (perf and name == "perf") else None,
+                                 config=types.SimpleNamespace(stash={plugin.GRADING_RUN: run}))
     hook = plugin.pytest_runtest_call(item)
     next(hook)                                   # the test body runs here
     assert lock.shared_now is held
@@ -289,7 +291,9 @@ def test_fixtures_set_up_and_torn_down_under_the_shared_lock(monkeypatch, phase,
     lock = RecordingLock()
     monkeypatch.setattr(gpu_lock, "current", lambda: lock)
     marker = types.SimpleNamespace(args=("softmax.perf.online",), kwargs={})
-    item = types.SimpleNamespace(get_closest_marker=lambda name: marker if (perf and name == "perf") else None)
+    run = types.SimpleNamespace(charge_memory_fault=lambda *args, **kwargs: None)
+    item = types.SimpleNamespace(get_closest_marker=lambda name: marker if (perf and name == "perf") else None,
+                                 config=types.SimpleNamespace(stash={plugin.GRADING_RUN: run}))
     hook = getattr(plugin, phase)(item)
     next(hook)                                   # the fixtures run here
     assert lock.shared_now
