@@ -44,6 +44,7 @@ TRITON, FRESH, ONLINE, HIDDEN = ("softmax.gallery.triton", "softmax.gallery.fres
                                  "softmax.gallery.hidden")
 MASKED = "softmax.gallery.masked"
 MATMUL, ATTENTION = "matmul.gallery.triton", "flash_attention.gallery.forward"
+DTYPES = "mixed_precision.gallery.dtypes"
 SOFTMAX_ALL = (TRITON, FRESH, ONLINE, HIDDEN)
 SOFTMAX_TRITON = (TRITON, FRESH, HIDDEN)     # every check that calls softmax_triton
 AS_ROOT = os.geteuid() == 0
@@ -74,10 +75,11 @@ class Expect:
     kept: tuple[str, ...] = ()          # checks it must keep in full (unaffected code)
     message: str = ""                   # regex: a test message of a zero check says why
     status: str = "graded"
+    unseen: str = ""                    # regex: must not appear in what the student is handed
 
 
 EXPECTED = {
-    "clean": Expect(kept=SOFTMAX_ALL + (MASKED, MATMUL, ATTENTION)),
+    "clean": Expect(kept=SOFTMAX_ALL + (MASKED, MATMUL, ATTENTION, DTYPES)),
     "hang_loop": Expect(zero=(ONLINE,), kept=SOFTMAX_TRITON + (MATMUL,), message=r"did not return within 20 s"),
     "exit_at_import": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,), message=r"died \(exit code 0\)"),
     "sys_exit_at_import": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,), message=r"SystemExit"),
@@ -147,6 +149,11 @@ EXPECTED = {
     "timing_side_stream": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
     "timing_memo": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
     "timing_hbm_thread": Expect(kept=SOFTMAX_ALL + (MATMUL,)),
+    # what a scenario run in the worker observes is the worker's claim: a step in fp32 that rewrites it
+    "forged_scenario_claims": Expect(zero=(DTYPES,), kept=SOFTMAX_ALL + (MATMUL,)),
+    # hidden tests' names reach the worker (its environment) and its answers reach the report
+    "hidden_names_in_messages": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MASKED, MATMUL),
+                                       unseen=r"test_softmax_triton_longer_row|116, 101, 115, 116, 95, 115"),
 }
 TIMING_CHEATS = ("timing_side_stream", "timing_memo", "timing_hbm_thread")
 GALLERY_PERF = "softmax.gallery.perf"
@@ -154,6 +161,9 @@ GALLERY_PERF = "softmax.gallery.perf"
 CHEAT_RATIO_TOLERANCE = 1.15
 
 HOLES = {  # attack -> why it still scores today (strict xfail: fixing the hole makes the test pass)
+    "forged_scenario_claims": "the dtypes a scenario observes in the worker are trusted as they come back",
+    "hidden_names_in_messages": "the worker is respawned with PYTEST_CURRENT_TEST, and a hidden test's "
+                                "message quotes what the student's code returned",
 }
 
 
@@ -375,6 +385,11 @@ def assert_attack_outcome(batch, name: str, sandbox_used: str) -> None:
     if expect.message:
         messages = "\n".join(t["message"] for check in expect.zero for t in checks[check]["tests"])
         assert re.search(expect.message, messages, re.DOTALL), messages[:2000]
+    if expect.unseen:
+        for handed in ("report.html", "gradescope.json"):
+            text = (batch["out"] / name / handed).read_text()
+            leak = re.search(expect.unseen, text)
+            assert leak is None, f"{name}: {handed} shows {leak.group(0)!r}"
 
 
 @pytest.mark.parametrize("name", attack_params())
@@ -397,7 +412,7 @@ def test_gpu_batch_finishes_and_the_gpus_are_usable_afterwards(gpu_batch):
 def test_clean_submission_in_the_same_batch_gets_full_marks(batch):
     result = result_of(batch, "clean")
     assert result["status"] == "graded"
-    assert result["score"] == {"earned": 20.0, "possible": 20.0, "total": 20.0}
+    assert result["score"] == {"earned": 22.0, "possible": 22.0, "total": 22.0}
 
 
 def test_attacks_never_score_more_than_the_clean_reference(batch):

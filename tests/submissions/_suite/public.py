@@ -80,3 +80,28 @@ def test_g_online_update_of_a_fully_masked_row_gives_minus_inf_lse(impl, gen):
     m, l, _ = impl.softmax.online_softmax_update(*start, scores)
     assert_close(m + torch.log(l), torch.logsumexp(scores, dim=-1), atol=1e-5, what="lse = m + log l",
                  context="row 1 all -inf")
+
+
+def scenario_observe_dtypes(modules, weights, inputs, targets):
+    """One bf16 step of a Linear -> GELU -> Linear model; what the step did, as the worker observes it."""
+    w1, b1, w2, b2 = weights
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 2))
+    with torch.no_grad():
+        for param, value in zip(model.parameters(), weights):
+            param.copy_(value)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+    seen = []
+    for layer in (model[0], model[2]):
+        layer.register_forward_hook(lambda module, args, output: seen.append(output.dtype))
+    modules.mixed_precision.mixed_precision_step(model, optimizer, (inputs, targets),
+                                                 torch.nn.functional.mse_loss, compute_dtype=torch.bfloat16)
+    return seen, [p.dtype for p in model.parameters()]
+
+
+@pytest.mark.check("mixed_precision.gallery.dtypes")
+def test_h_mixed_precision_linears_run_in_bf16(impl, gen):
+    weights = [randn(shape, gen=gen, scale=0.5) for shape in ((8, 4), (8,), (2, 8), (2,))]
+    inputs, targets = randn((16, 4), gen=gen), randn((16, 2), gen=gen)
+    seen, param_dtypes = impl.run(scenario_observe_dtypes, weights, inputs, targets)
+    assert param_dtypes == [torch.float32] * 4, f"parameters must stay fp32: {param_dtypes}"
+    assert seen == [torch.bfloat16] * 2, f"the Linear layers should run in bf16; their outputs were {seen}"
