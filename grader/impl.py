@@ -24,6 +24,10 @@ from grader.worker.modules import MODULES, SUBMISSION_PACKAGE, ImplSpec, ModuleM
 DEFAULT_CALL_TIMEOUT = float(os.environ.get("GRADER_CALL_TIMEOUT", "300"))
 STARTUP_TIMEOUT = 120.0
 HIDDEN_SUITE_DIR = "tests_hidden"   # graded runs empty it before student code runs (grader.disposable)
+# Workers start with the environment as it was when this module was imported, before any test ran:
+# pytest sets PYTEST_CURRENT_TEST to the running test's node id, and a worker respawned during a hidden
+# test would read the hidden test's name there. No PYTEST_* variable is anything student code needs.
+WORKER_ENV = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
 CUDA_CONTEXT_LOST = (" (this fault broke the CUDA context of the process running your code, typically a "
                      "load or store outside a tensor: check the kernel's masks; later checks get a fresh process)")
 
@@ -396,7 +400,7 @@ class IsolatedImpl(Impl):
         fds = (child.fileno(), *self._transport.worker_fds())
         try:
             self._process = subprocess.Popen(worker.launch_argv(*fds), pass_fds=fds, stdin=subprocess.DEVNULL,
-                                             **_OWN_PROCESS_GROUP)
+                                             env=dict(WORKER_ENV), **_OWN_PROCESS_GROUP)
         finally:
             child.close()
         setup = channel.Setup(self.spec, tuple(self.extra_sys_path), self.scratch,

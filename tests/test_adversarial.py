@@ -162,8 +162,6 @@ CHEAT_RATIO_TOLERANCE = 1.15
 
 HOLES = {  # attack -> why it still scores today (strict xfail: fixing the hole makes the test pass)
     "forged_scenario_claims": "the dtypes a scenario observes in the worker are trusted as they come back",
-    "hidden_names_in_messages": "the worker is respawned with PYTEST_CURRENT_TEST, and a hidden test's "
-                                "message quotes what the student's code returned",
 }
 
 
