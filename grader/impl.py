@@ -103,7 +103,7 @@ class Impl:
     def run(self, fn, *args, **kwargs):
         """Run the harness function `fn(modules, *args, **kwargs)` where the student's code lives."""
         __tracebackhide__ = True  # noqa: F841
-        _refuse_hidden_test_function(fn)
+        _refuse_unless_entry_point(fn)
         if self._rules.scan:
             self._scan(self._rules.scan)
         with gpu_lock.shared():
@@ -457,12 +457,17 @@ def _read_sources(directory: str) -> dict[str, str | None]:
             for module, path in paths.items()}
 
 
-def _refuse_hidden_test_function(fn) -> None:
-    """The worker imports `fn`'s module; a hidden test module must stay unreadable to student code."""
-    module = sys.modules.get(getattr(fn, "__module__", None) or "")
-    if HIDDEN_SUITE_DIR in Path(getattr(module, "__file__", None) or "").parts:
-        raise TypeError(f"impl.run({getattr(fn, '__qualname__', fn)!r}): a function of a hidden test module "
-                        "cannot run in the worker; move it to the grader's scenario modules")
+def _refuse_unless_entry_point(fn) -> None:
+    """Only the harness's own scenario functions run in the worker (grader.worker.entry_points): never a
+    function of a test module, which the worker would have to import, and whose results it could forge."""
+    from grader.worker.entry_points import MODULES, is_entry_point
+
+    if not is_entry_point(fn):
+        where = "a hidden test module" if HIDDEN_SUITE_DIR in Path(
+            getattr(sys.modules.get(getattr(fn, "__module__", None) or ""), "__file__", None) or "").parts \
+            else f"module {getattr(fn, '__module__', None)!r}"
+        raise TypeError(f"impl.run({getattr(fn, '__qualname__', fn)!r}): a function of {where} cannot run in the "
+                        f"worker; only module-level functions of {', '.join(MODULES)} can")
 
 
 def make_impl(name_or_path: str, *, isolated: bool, extra_sys_path=(), scratch=None) -> Impl:

@@ -161,7 +161,6 @@ GALLERY_PERF = "softmax.gallery.perf"
 CHEAT_RATIO_TOLERANCE = 1.15
 
 HOLES = {  # attack -> why it still scores today (strict xfail: fixing the hole makes the test pass)
-    "forged_scenario_claims": "the dtypes a scenario observes in the worker are trusted as they come back",
 }
 
 
