@@ -126,7 +126,25 @@ def test_the_dtypes_check_judges_the_steps_values_so_an_fp32_step_fails_whatever
         sys.modules.update(before)
 
 
-def test_the_worker_has_no_test_folder_on_its_import_path(tmp_path):
+FINDS_MODULES = textwrap.dedent('''
+    import importlib.util
+
+
+    def importable(name):
+        return importlib.util.find_spec(name) is not None
+''')
+
+
+def test_the_worker_cannot_import_the_test_suites_only_the_grader(tmp_path):
     from grader.plugin import _worker_sys_path
 
     assert _worker_sys_path([str(REPO / "tests_public"), str(REPO / "tests_hidden")], REPO) == []
+    assert importlib.util.find_spec("tests_public") is not None     # here, from this checkout's root
+    (tmp_path / "accounting.py").write_text(FINDS_MODULES)
+    impl = IsolatedImpl(resolve(str(tmp_path)), call_timeout=120)
+    try:
+        assert impl.accounting.importable("tests_public") is False
+        assert impl.accounting.importable("tests_hidden") is False
+        assert impl.accounting.importable("grader.references.attention") is True
+    finally:
+        impl.close()

@@ -55,6 +55,7 @@ def serve(channel_fd, arguments_fd, replies_fd) -> None:
     from grader.worker.shared_tensors import WorkerTransport
 
     sys.path[:0] = [p for p in setup.extra_sys_path if p not in sys.path]
+    _drop_grader_root()
     if setup.scratch:
         os.makedirs(setup.scratch, exist_ok=True)
         os.chdir(setup.scratch)
@@ -72,6 +73,14 @@ def serve(channel_fd, arguments_fd, replies_fd) -> None:
         notices.new_request()
         if _answer(sock, transport, modules, request, entry_points):
             return  # this process cannot run CUDA any more: the checker starts a fresh worker
+
+
+def _drop_grader_root() -> None:
+    """Take the folder holding `grader/` off the import path, and the working folder (the launcher's
+    ""): they hold the test suites, which the worker must not import. `grader` is imported already, and
+    finds its own modules through its __path__; the student's package is found by its own path."""
+    root = Path(__file__).resolve().parents[2]
+    sys.path[:] = [entry for entry in sys.path if entry and Path(entry).resolve() != root]
 
 
 def limit_memory(megabytes: int) -> None:
