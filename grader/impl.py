@@ -119,6 +119,9 @@ class Impl:
         finally:
             self._rules = previous
 
+    def fresh_worker(self) -> None:
+        """The next call runs in a new worker, which holds nothing an earlier call left in memory."""
+
     def source(self, module: str) -> str:
         """The submitted source of `module`, read as text (never imported here)."""
         if self._sources.get(module) is None:
@@ -261,6 +264,9 @@ class IsolatedImpl(Impl):
             if self._transport is not None:
                 self._transport.end_call()
             self.rest_worker()
+
+    def fresh_worker(self) -> None:
+        self._kill()
 
     def rest_worker(self) -> None:
         """Stop the worker's process group while no call is in flight: a thread its code left running

@@ -148,3 +148,65 @@ def test_the_worker_cannot_import_the_test_suites_only_the_grader(tmp_path):
         assert impl.accounting.importable("grader.references.attention") is True
     finally:
         impl.close()
+
+
+KEEPS_SCORES = textwrap.dedent('''
+    import math
+
+    import torch
+
+    _KEPT = {}
+
+
+    def _scores(q, k):
+        return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]), dim=-1)
+
+
+    class FlashAttentionPyTorch(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, is_causal=False):
+            p = _scores(q, k)
+            o = p @ v
+            ctx.save_for_backward(q, k, v, o)
+            WHERE
+            return o
+
+        @staticmethod
+        def backward(ctx, grad_o):
+            q, k, v, o = ctx.saved_tensors
+            p = FETCH
+            dv = p.transpose(-1, -2) @ grad_o
+            dp = grad_o @ v.transpose(-1, -2)
+            ds = p * (dp - (dp * p).sum(-1, keepdim=True)) / math.sqrt(q.shape[-1])
+            return ds @ k, ds.transpose(-1, -2) @ q, dv, None
+''')
+WAYS_TO_KEEP_SCORES = {
+    "recomputed": ("pass", "_scores(q, k)"),                                   # honest: O(n) saved
+    "on_ctx": ("ctx.p = p", "ctx.p"),                                          # a tensor attribute of ctx
+    "in_a_global": ("_KEPT[q.data_ptr()] = p", "_KEPT[q.data_ptr()]"),         # outside autograd's sight
+}
+
+
+def _hidden_test(name):
+    spec = importlib.util.spec_from_file_location("hidden_flash_attention_for_claims",
+                                                  REPO / "tests_hidden" / "test_flash_attention_hidden.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+@pytest.mark.parametrize("way", WAYS_TO_KEEP_SCORES)
+def test_what_a_backward_keeps_is_measured_from_the_graph_and_replayed_in_a_fresh_worker(tmp_path, way):
+    where, fetch = WAYS_TO_KEEP_SCORES[way]
+    (tmp_path / "flash_attention.py").write_text(KEEPS_SCORES.replace("WHERE", where).replace("FETCH", fetch))
+    check = _hidden_test("test_backward_saves_nothing_quadratic")
+    impl = IsolatedImpl(resolve(str(tmp_path)), call_timeout=120)
+    try:
+        run = lambda: check(impl, "cpu", torch.Generator().manual_seed(3), "FlashAttentionPyTorch", False)  # noqa: E731
+        if way == "recomputed":
+            run()
+        else:
+            with pytest.raises((AssertionError, StudentCodeError), match="saves a tensor of 8192|KeyError"):
+                run()
+    finally:
+        impl.close()
