@@ -25,6 +25,10 @@ from grader.worker.modules import MODULES, SUBMISSION_PACKAGE, ImplSpec, ModuleM
 DEFAULT_CALL_TIMEOUT = float(os.environ.get("GRADER_CALL_TIMEOUT", "300"))
 STARTUP_TIMEOUT = 120.0
 HIDDEN_SUITE_DIR = "tests_hidden"   # graded runs empty it before student code runs (grader.disposable)
+# Workers start with the environment as it was when this module was imported, before any test ran:
+# pytest sets PYTEST_CURRENT_TEST to the running test's node id, and a worker respawned during a hidden
+# test would read the hidden test's name there. No PYTEST_* variable is anything student code needs.
+WORKER_ENV = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
 CUDA_CONTEXT_LOST = (" (this fault broke the CUDA context of the process running your code, typically a "
                      "load or store outside a tensor: check the kernel's masks; later checks get a fresh process)")
 
@@ -105,7 +109,7 @@ class Impl:
     def run(self, fn, *args, **kwargs):
         """Run the harness function `fn(modules, *args, **kwargs)` where the student's code lives."""
         __tracebackhide__ = True  # noqa: F841
-        _refuse_hidden_test_function(fn)
+        _refuse_unless_entry_point(fn)
         if self._rules.scan:
             self._scan(self._rules.scan)
         with gpu_lock.shared():
@@ -125,6 +129,9 @@ class Impl:
     def _returning(self, value):
         self.returned.record(value, caller_outside())
         return value
+
+    def fresh_worker(self) -> None:
+        """The next call runs in a new worker, which holds nothing an earlier call left in memory."""
 
     def source(self, module: str) -> str:
         """The submitted source of `module`, read as text (never imported here)."""
@@ -281,6 +288,9 @@ class IsolatedImpl(Impl):
             if self._transport is not None:
                 self._transport.end_call()
             self.rest_worker()
+
+    def fresh_worker(self) -> None:
+        self._kill()
 
     def rest_worker(self) -> None:
         """Stop the worker's process group while no call is in flight: a thread its code left running
@@ -439,7 +449,7 @@ class IsolatedImpl(Impl):
         fds = (child.fileno(), *self._transport.worker_fds())
         try:
             self._process = subprocess.Popen(worker.launch_argv(*fds), pass_fds=fds, stdin=subprocess.DEVNULL,
-                                             **_OWN_PROCESS_GROUP)
+                                             env=dict(WORKER_ENV), **_OWN_PROCESS_GROUP)
         finally:
             child.close()
         self._notices_asked = gpu_lock.current().lends_compiles
@@ -498,12 +508,17 @@ def _read_sources(directory: str) -> dict[str, str | None]:
             for module, path in paths.items()}
 
 
-def _refuse_hidden_test_function(fn) -> None:
-    """The worker imports `fn`'s module; a hidden test module must stay unreadable to student code."""
-    module = sys.modules.get(getattr(fn, "__module__", None) or "")
-    if HIDDEN_SUITE_DIR in Path(getattr(module, "__file__", None) or "").parts:
-        raise TypeError(f"impl.run({getattr(fn, '__qualname__', fn)!r}): a function of a hidden test module "
-                        "cannot run in the worker; move it to the grader's scenario modules")
+def _refuse_unless_entry_point(fn) -> None:
+    """Only the harness's own scenario functions run in the worker (grader.worker.entry_points): never a
+    function of a test module, which the worker would have to import, and whose results it could forge."""
+    from grader.worker.entry_points import MODULES, is_entry_point
+
+    if not is_entry_point(fn):
+        where = "a hidden test module" if HIDDEN_SUITE_DIR in Path(
+            getattr(sys.modules.get(getattr(fn, "__module__", None) or ""), "__file__", None) or "").parts \
+            else f"module {getattr(fn, '__module__', None)!r}"
+        raise TypeError(f"impl.run({getattr(fn, '__qualname__', fn)!r}): a function of {where} cannot run in the "
+                        f"worker; only module-level functions of {', '.join(MODULES)} can")
 
 
 def make_impl(name_or_path: str, *, isolated: bool, extra_sys_path=(), scratch=None) -> Impl:

@@ -89,8 +89,9 @@ def _start_worker_early(config):
 
 
 def _worker_sys_path(test_folders, rootpath) -> list[str]:
-    """Where the worker finds public scenarios; never the hidden suite (impl.run refuses its functions)."""
-    return [folder for folder in test_folders if SUITE_DIRS.get(Path(folder).name) != "hidden"] + [str(rootpath)]
+    """Nothing beyond the grader's own folder: the scenarios impl.run may send live in the grader
+    (grader.worker.entry_points), and a test module on the worker's path would be one student code can change."""
+    return []
 
 
 def _gpu_name(policy):

@@ -44,6 +44,7 @@ TRITON, FRESH, ONLINE, HIDDEN = ("softmax.gallery.triton", "softmax.gallery.fres
                                  "softmax.gallery.hidden")
 MASKED = "softmax.gallery.masked"
 MATMUL, ATTENTION = "matmul.gallery.triton", "flash_attention.gallery.forward"
+DTYPES = "mixed_precision.gallery.dtypes"
 SOFTMAX_ALL = (TRITON, FRESH, ONLINE, HIDDEN)
 SOFTMAX_TRITON = (TRITON, FRESH, HIDDEN)     # every check that calls softmax_triton
 AS_ROOT = os.geteuid() == 0
@@ -75,10 +76,11 @@ class Expect:
     message: str = ""                   # regex: a test message of a zero check says why
     status: str = "graded"
     reason: str = ""                    # regex: the run's reason (a run that did not finish says why)
+    unseen: str = ""                    # regex: must not appear in what the student is handed
 
 
 EXPECTED = {
-    "clean": Expect(kept=SOFTMAX_ALL + (MASKED, MATMUL, ATTENTION)),
+    "clean": Expect(kept=SOFTMAX_ALL + (MASKED, MATMUL, ATTENTION, DTYPES)),
     "hang_loop": Expect(zero=(ONLINE,), kept=SOFTMAX_TRITON + (MATMUL,), message=r"did not return within 20 s"),
     "exit_at_import": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,), message=r"died \(exit code 0\)"),
     "sys_exit_at_import": Expect(zero=SOFTMAX_ALL, kept=(MATMUL,), message=r"SystemExit"),
@@ -157,6 +159,11 @@ EXPECTED = {
     # the first softmax call, after matmul reported
     "shared_memory_and_forks": Expect(status="crashed", zero=SOFTMAX_ALL, kept=(MATMUL,),
                                       reason=r"more than \d+ MiB of memory.*shared.*memfd"),
+    # what a scenario run in the worker observes is the worker's claim: a step in fp32 that rewrites it
+    "forged_scenario_claims": Expect(zero=(DTYPES,), kept=SOFTMAX_ALL + (MATMUL,)),
+    # hidden tests' names reach the worker (its environment) and its answers reach the report
+    "hidden_names_in_messages": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MASKED, MATMUL),
+                                       unseen=r"test_softmax_triton_longer_row|116, 101, 115, 116, 95, 115"),
 }
 TIMING_CHEATS = ("timing_side_stream", "timing_memo", "timing_hbm_thread")
 GALLERY_PERF = "softmax.gallery.perf"
@@ -419,6 +426,11 @@ def assert_attack_outcome(batch, name: str, sandbox_used: str) -> None:
     if expect.message:
         messages = "\n".join(t["message"] for check in expect.zero for t in checks[check]["tests"])
         assert re.search(expect.message, messages, re.DOTALL), messages[:2000]
+    if expect.unseen:
+        for handed in ("report.html", "gradescope.json"):
+            text = (batch["out"] / name / handed).read_text()
+            leak = re.search(expect.unseen, text)
+            assert leak is None, f"{name}: {handed} shows {leak.group(0)!r}"
 
 
 @pytest.mark.parametrize("name", attack_params())
@@ -471,7 +483,7 @@ def test_gpu_batch_finishes_and_the_gpus_are_usable_afterwards(gpu_batch):
 def test_clean_submission_in_the_same_batch_gets_full_marks(batch):
     result = result_of(batch, "clean")
     assert result["status"] == "graded"
-    assert result["score"] == {"earned": 20.0, "possible": 20.0, "total": 20.0}
+    assert result["score"] == {"earned": 22.0, "possible": 22.0, "total": 22.0}
 
 
 def test_attacks_never_score_more_than_the_clean_reference(batch):

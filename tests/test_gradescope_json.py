@@ -23,7 +23,8 @@ def test_the_final_upload_has_a_markdown_test_per_check_and_validates(points):
     assert {t["output_format"] for t in data["tests"]} == {"md"} and data["output_format"] == "md"
     assert by_number["matmul.hidden_shapes"]["visibility"] == "after_published"
     assert by_number["matmul.correct"]["visibility"] == "visible"
-    assert "M=257 N=33 bf16" in by_number["matmul.hidden_shapes"]["output"]
+    hidden_output = by_number["matmul.hidden_shapes"]["output"]   # a fixed verdict: no names, no values
+    assert model.HIDDEN_VERDICTS["failed"] in hidden_output and "M=257 N=33 bf16" not in hidden_output
     assert data["score"] == pytest.approx(sum(t["score"] for t in data["tests"]))
     assert data["execution_time"] == 12
 

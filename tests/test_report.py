@@ -193,17 +193,29 @@ def test_result_json_round_trips(points):
     assert json.loads(json.dumps(result)) == result
 
 
-def test_hidden_failures_show_the_error_but_not_the_hidden_tests_source(points):
+def test_hidden_failures_show_a_fixed_verdict_without_the_tests_names_values_or_source(points):
     leaky = ("tests_hidden/test_softmax_hidden.py:12: in test_masking\n    assert_close(out, SECRET_CASE)\n"
              "E   AssertionError: masked row 3 not zero: max |err| 0.25 > allowed 0 (rows=7 fp16)")
     stream = _stream(Record("tests_hidden/test_softmax_hidden.py::test_masking", "softmax.masking", "failed", leaky))
     result = _result(points, stream)
     page = html.render_student(result)
-    assert "masked row 3 not zero: max |err| 0.25 &gt; allowed 0 (rows=7 fp16)" in page
-    assert "SECRET_CASE" not in page and "log line" not in page
+    assert model.HIDDEN_VERDICTS["failed"] in page and "1 hidden test" in page
+    for secret in ("SECRET_CASE", "log line", "max |err| 0.25", "rows=7", "test_masking"):
+        assert secret not in page, secret
     from grader.course import gradescope_json
     outputs = " ".join(t["output"] for t in gradescope_json.final(result)["tests"])
-    assert "SECRET_CASE" not in outputs and "max |err| 0.25" in outputs
+    assert model.HIDDEN_VERDICTS["failed"] in outputs
+    assert "SECRET_CASE" not in outputs and "max |err| 0.25" not in outputs and "test_masking" not in outputs
+
+
+def test_a_hidden_message_quoting_what_the_code_returned_becomes_its_kinds_verdict():
+    returned = "E   AssertionError: flops() returned 'tests_hidden/test_x.py::test_secret', expected 54,000,000,000"
+    assert model.student_message(returned, "hidden") == model.HIDDEN_VERDICTS["failed"]
+    assert model.student_message("your code raised Secret_test_name: hello", "hidden") == \
+        model.HIDDEN_VERDICTS["raised"]
+    died = "WorkerLost: the process running your code died (exit code 17)"
+    assert model.student_message(died, "hidden") == model.HIDDEN_VERDICTS["crash"]
+    assert model.student_message(returned, "public") == returned
 
 
 def test_the_class_page_and_the_bench_say_where_the_grading_time_went(tmp_path):

@@ -676,7 +676,7 @@ def test_each_checking_run_gets_its_own_descriptions_of_its_gpus_lock(tmp_path, 
                         quiet=True, per_gpu=2)
     (tmp_path / "subs").mkdir()
     monkeypatch.setattr(Batch, "checker_command",
-                        lambda self, impl_dir, fd, part=None: [sys.executable, "-c", LOCK_PROBE, str(fd)])
+                        lambda self, impl_dir, fd, part=None, **_: [sys.executable, "-c", LOCK_PROBE, str(fd)])
     batch = Batch(settings)
     try:
         lock_file, turnstile = gpu_lock_paths = gpu_lock.lock_paths(batch.scratch_root / "gpu-locks", "0")
@@ -704,7 +704,7 @@ from grader.grade.settings import Settings
 
 PROBE = ("import grader, os, sys; open(os.path.join(os.environ['TMPDIR'], 'probe'), 'w').close(); "
          "os.write(int(sys.argv[1]), f'{sys.executable} {grader.__file__}'.encode())")
-Batch.checker_command = lambda self, impl_dir, fd, part=None: [sys.executable, "-c", PROBE, str(fd)]
+Batch.checker_command = lambda self, impl_dir, fd, part=None, **_: [sys.executable, "-c", PROBE, str(fd)]
 base = Path(sys.argv[1])
 settings = Settings(submissions=base / "subs", out=base / "out", sandbox=False, tests_root=base / "suite",
                     points_dir=base / "suite" / "points", quiet=True)

@@ -23,7 +23,7 @@ from grader.references.attention import (
     describe,
     random_qkv,
 )
-from grader.scenarios.flash_attention import largest_saved_tensor, peak_extra_memory
+from grader.scenarios.flash_attention import peak_extra_memory, replay_backward, saved_for_backward
 from grader.testing import ATTENTION_OPS, raises_from_student, randn
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -190,11 +190,23 @@ def test_backward_saves_nothing_quadratic(impl, device, gen, function_name, is_c
     # n = 64, d = 16: q, k, v, o hold 2 * 64 * 16 = 2048 values each; one n x n score matrix holds 8192
     on = PYTORCH_DEVICE if function_name == "FlashAttentionPyTorch" else device
     q, k, v = random_qkv((1, 2, 64, 16), 64, torch.float32, on, gen)
-    largest, count, tracked = impl.run(largest_saved_tensor, function_name, q, k, v, is_causal)
-    assert tracked, f"{function_name}: the output has no grad_fn, so no backward can run"
+    grad_o = randn(q.shape, dtype=q.dtype, device=on, gen=gen)
+    saved, tensors, plain, others, grads = impl.run(saved_for_backward, function_name, q, k, v, grad_o, is_causal)
+    # Measured here, from what autograd keeps for the backward: ctx.save_for_backward and ctx's tensors.
+    largest = max((t.numel() for t in [*saved, *tensors.values()] if t is not None), default=0)
     assert largest <= q.numel(), (
         f"{function_name} saves a tensor of {largest} elements for the backward; q has {q.numel()} and "
         f"one n_q x n_k score matrix per head has {2 * 64 * 64}: save q, k, v, o and lse only")
+    assert not others, (f"{function_name} keeps {', '.join(others)} on ctx, which is not a tensor or a plain "
+                        "value: keep only tensors (through save_for_backward) and numbers, flags or dtypes")
+    # The same backward in a fresh process, from those alone, must give the same gradients: a forward that
+    # keeps anything elsewhere (a global, a cache) for its backward does not.
+    impl.fresh_worker()
+    replayed = impl.run(replay_backward, function_name, saved, tensors, plain, grad_o)
+    for name, got, want in zip(("dq", "dk", "dv"), replayed, grads):
+        assert isinstance(got, torch.Tensor) and torch.allclose(got, want, rtol=1e-3, atol=1e-5), (
+            f"{function_name}: {name} computed from what the forward saved differs from the backward autograd "
+            "ran: the backward uses something the forward kept outside ctx; save what it needs on ctx")
 
 
 @pytest.mark.check("flash_attention.hidden.memory")

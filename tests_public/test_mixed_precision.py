@@ -1,138 +1,35 @@
 """Public tests for the `mixed_precision` problem: the autocast step, loss scaling, low-precision sums.
 
 The model, optimizer and training loop must live next to the code under test, so each scenario is a
-module-level function run through `impl.run(scenario, ...)` (in a worker process when grading). It
-builds everything from plain tensors and returns plain values; the checks below compare them with a
-reference this process computes itself.
+module-level function of `grader.references.mixed_precision` run through `impl.run(scenario, ...)` (in a
+worker process when grading). It builds everything from plain tensors and returns plain values; the
+checks below compare them with a reference this process computes itself.
 """
 
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from grader.diagnose_tensors import scaled_by
+from grader.references.mixed_precision import (
+    STEP_LR,
+    build_mlp,
+    make_optimizer,
+    one_step,
+    reference_one_step,
+    scenario_fp16_without_scaler,
+    scenario_injected_inf,
+    scenario_scaled_sgd_step,
+    scenario_scaler_arithmetic,
+    scenario_tiny_updates,
+    scenario_train_mlp,
+)
 from grader.testing import assert_close, assert_close_lowp, raises_from_student, randn
-
-# ------------------------------------------------------------------ shared builders (both sides)
-
-
-def build_mlp(weights, device):
-    """Linear -> GELU -> Linear with the given fp32 weights [w1, b1, w2, b2]."""
-    w1, b1, w2, b2 = weights
-    model = nn.Sequential(nn.Linear(w1.shape[1], w1.shape[0]), nn.GELU(), nn.Linear(w2.shape[1], w2.shape[0]))
-    with torch.no_grad():
-        for param, value in zip(model.parameters(), weights):
-            param.copy_(value)
-    return model.to(device)
-
-
-def make_optimizer(name, params, lr):
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr)
-    raise ValueError(name)
 
 
 def mlp_weights(gen, d_in=16, d_hidden=32, d_out=4):
     return [randn((d_hidden, d_in), gen=gen, scale=d_in ** -0.5), randn((d_hidden,), gen=gen, scale=0.1),
             randn((d_out, d_hidden), gen=gen, scale=d_hidden ** -0.5), randn((d_out,), gen=gen, scale=0.1)]
-
-
-def single_weight_linear(value, device):
-    """A 1x1 Linear without bias whose weight is `value`: loss = mean(weight * x)."""
-    model = nn.Linear(1, 1, bias=False)
-    with torch.no_grad():
-        model.weight.fill_(value)
-    return model.to(device)
-
-
-def mean_output_loss(output, target):
-    return output.mean()
-
-
-# ------------------------------------------------------------------ scenarios (run where the student code is)
-
-
-def scenario_train_mlp(modules, weights, inputs, targets, steps, compute_dtype, optimizer_name, lr, device):
-    model = build_mlp(weights, device)
-    optimizer = make_optimizer(optimizer_name, model.parameters(), lr)
-    batch = (inputs.to(device), targets.to(device))
-    losses = [modules.mixed_precision.mixed_precision_step(model, optimizer, batch, F.mse_loss,
-                                                           compute_dtype=compute_dtype)
-              for _ in range(steps)]
-    return [float(loss) for loss in losses], [p.detach().cpu() for p in model.parameters()]
-
-
-def scenario_observe_dtypes(modules, weights, inputs, targets, compute_dtype, with_scaler, device):
-    model = build_mlp(weights, device)
-    optimizer = make_optimizer("sgd", model.parameters(), 1e-2)
-    seen = []
-    for layer in (model[0], model[2]):
-        layer.register_forward_hook(lambda module, args, output: seen.append(output.dtype))
-    scaler = modules.mixed_precision.DynamicLossScaler() if with_scaler else None
-    loss = modules.mixed_precision.mixed_precision_step(model, optimizer, (inputs.to(device), targets.to(device)),
-                                                        F.mse_loss, compute_dtype=compute_dtype, scaler=scaler)
-    return {
-        "loss_type": type(loss).__name__,
-        "linear_output_dtypes": seen,
-        "param_dtypes": [p.dtype for p in model.parameters()],
-        "grad_dtypes": [None if p.grad is None else p.grad.dtype for p in model.parameters()],
-    }
-
-
-def scenario_tiny_updates(modules, start, lr, steps, device):
-    """loss = mean(w * 1) has gradient 1, so SGD moves w by exactly lr per step."""
-    model = single_weight_linear(start, device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    batch = (torch.ones(4, 1, device=device), torch.zeros(4, 1, device=device))
-    for _ in range(steps):
-        modules.mixed_precision.mixed_precision_step(model, optimizer, batch, mean_output_loss)
-    return float(model.weight.detach().reshape(-1)[0]), model.weight.dtype
-
-
-def scenario_scaled_sgd_step(modules, start, lr, init_scale, device):
-    """One fp16 step with a scaler on loss = mean(w * 1): the true gradient is 1, the scaled one init_scale."""
-    model = single_weight_linear(start, device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)   # SGD, not Adam: Adam's update ignores the scale
-    scaler = modules.mixed_precision.DynamicLossScaler(init_scale=init_scale)
-    batch = (torch.ones(4, 1, device=device), torch.zeros(4, 1, device=device))
-    modules.mixed_precision.mixed_precision_step(model, optimizer, batch, mean_output_loss,
-                                                 compute_dtype=torch.float16, scaler=scaler)
-    grad = model.weight.grad
-    return float(model.weight.detach().reshape(-1)[0]), None if grad is None else float(grad.reshape(-1)[0])
-
-
-def scenario_fp16_without_scaler(modules, weights, inputs, targets, device):
-    model = build_mlp(weights, device)
-    optimizer = make_optimizer("sgd", model.parameters(), 1e-2)
-    modules.mixed_precision.mixed_precision_step(model, optimizer, (inputs.to(device), targets.to(device)),
-                                                 F.mse_loss, compute_dtype=torch.float16)
-
-
-def scenario_injected_inf(modules, weights, inputs, targets, init_scale, device):
-    model = build_mlp(weights, device)
-    optimizer = make_optimizer("sgd", model.parameters(), 0.1)
-    scaler = modules.mixed_precision.DynamicLossScaler(init_scale=init_scale)
-    modules.mixed_precision.mixed_precision_step(model, optimizer, (inputs.to(device), targets.to(device)),
-                                                 F.mse_loss, compute_dtype=torch.float16, scaler=scaler)
-    return [p.detach().cpu() for p in model.parameters()], float(scaler.get_scale())
-
-
-def scenario_scaler_arithmetic(modules, init_scale):
-    """scale(), unscale_() and update() by hand on one parameter."""
-    scaler = modules.mixed_precision.DynamicLossScaler(init_scale=init_scale)
-    param = nn.Parameter(torch.zeros(3))
-    optimizer = torch.optim.SGD([param], lr=1.0)
-    scaled = scaler.scale(torch.tensor(3.0))
-    param.grad = torch.tensor([init_scale, 2 * init_scale, -init_scale])
-    found_finite = scaler.unscale_(optimizer)
-    unscaled = param.grad.clone()
-    param.grad = torch.tensor([1.0, float("inf"), 0.0])
-    found_inf = scaler.unscale_(optimizer)
-    scaler.update(found_inf)
-    return float(scaled), unscaled, bool(found_finite), bool(found_inf), float(scaler.get_scale())
 
 
 # ------------------------------------------------------------------ checker-side references
@@ -164,13 +61,24 @@ def regression_batch(gen, n=64, d_in=16, d_out=4):
 
 @pytest.mark.check("mixed_precision.step.dtypes")
 def test_master_params_and_grads_stay_fp32_while_linears_run_in_bf16(impl, gen, device):
-    inputs, targets = regression_batch(gen)
-    seen = impl.run(scenario_observe_dtypes, mlp_weights(gen), inputs, targets, torch.bfloat16, False, device)
-    assert seen["param_dtypes"] == [torch.float32] * 4, f"parameters must stay fp32: {seen['param_dtypes']}"
-    assert seen["grad_dtypes"] == [torch.float32] * 4, f"gradients must be fp32: {seen['grad_dtypes']}"
-    assert seen["linear_output_dtypes"] == [torch.bfloat16] * 2, (
-        f"the Linear layers should run in bf16 under autocast; their outputs were {seen['linear_output_dtypes']}")
-    assert seen["loss_type"] == "float", f"mixed_precision_step must return a Python float, got {seen['loss_type']}"
+    weights, (inputs, targets) = mlp_weights(gen), regression_batch(gen)
+    loss, params, grads = impl.run(one_step, weights, inputs, targets, torch.bfloat16, device)
+    assert isinstance(loss, float), f"mixed_precision_step must return a Python float, got {type(loss).__name__}"
+    assert [p.dtype for p in params] == [torch.float32] * 4, f"parameters must stay fp32: {[p.dtype for p in params]}"
+    assert None not in grads, "after mixed_precision_step every parameter must have its .grad"
+    assert [g.dtype for g in grads] == [torch.float32] * 4, f"gradients must be fp32: {[g.dtype for g in grads]}"
+    # The dtypes are judged by the values, here: the gradients of an autocast step are not an fp32 step's.
+    autocast_params, autocast_grads = reference_one_step(weights, inputs, targets, device, torch.bfloat16)
+    _, fp32_grads = reference_one_step(weights, inputs, targets, device)
+    off = max(float((g - a).abs().max()) for g, a in zip(grads, autocast_grads))
+    fp32_off = max(float((f - a).abs().max()) for f, a in zip(fp32_grads, autocast_grads))
+    assert off <= 0.25 * fp32_off, (
+        f"the gradients differ from those of torch.autocast(bf16) by {off:.3g}, and an fp32 step's by {fp32_off:.3g}: "
+        "the Linear layers should run in bf16 under autocast, with the backward outside it")
+    for index, (param, grad, start) in enumerate(zip(params, grads, weights)):
+        assert_close(param, start - STEP_LR * grad, atol=4e-7 * (1 + float(start.abs().max())),
+                     what=f"parameter {index} after one SGD step",
+                     context="fp32 master weights updated by the fp32 gradients, bf16")
 
 
 @pytest.mark.check("mixed_precision.step.matches_fp32")

@@ -79,7 +79,8 @@ def _test(problem: dict, check: dict, kind: str) -> dict:
     blocks = []
     for test in failing:
         label = model.OUTCOME_LABELS.get(test["outcome"], test["outcome"])
-        block = f"- `{model.test_name(test['nodeid'])}`: {label}"
+        shown = "a hidden test" if check["suite"] == "hidden" else f"`{model.test_name(test['nodeid'])}`"
+        block = f"- {shown}: {label}"
         message = model.student_message(test["message"], check["suite"]) if test["message"] else ""
         blocks.append(block + (f"\n\n{_fenced(message)}" if message else ""))
     output = "\n".join(blocks) if blocks else "All tests passed."

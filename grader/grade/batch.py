@@ -39,11 +39,13 @@ from grader.grade import cgroups, containment, gpu_sharing, parts, preflight, sa
 from grader.grade.checker_tree import build_checker_tree, grade_key, remove_tree
 from grader.grade.checking_run import (
     CHECKER_LAUNCHER,
+    SELECTION_FLAG,
     TASKS_ENV,
     Outcome,
     gpu_name_of,
     importable,
     kill_group,
+    selection_file,
     warm_checker_tree,
     watch,
 )
@@ -363,7 +365,9 @@ class Batch:
         for folder in [*sandbox.scratch_folders(scratch), scratch / "impl"]:
             folder.mkdir(parents=True, exist_ok=True)
         read_end, write_end = os.pipe()
-        command = self.checker_command(scratch / "impl", write_end, part) + (["--collect-only"] if collect_only else [])
+        chosen = selection_file(self.tests_of(part))
+        command = self.checker_command(scratch / "impl", write_end, part, selection_fd=chosen) + \
+            (["--collect-only"] if collect_only else [])
         # Its own open file descriptions of the GPU's lock files: see grader.perf.gpu_lock.
         lock_fds = gpu_lock.open_for_child(self.scratch_root / "gpu-locks", slot) if slot is not None else ()
         lock_env = {gpu_lock.FDS_ENV: gpu_lock.env_value(lock_fds)} if lock_fds else {}
@@ -405,9 +409,11 @@ class Batch:
                 self.running.pop(key, None)
 
         try:
-            return watch(argv, env=launch.env, cwd=launch.cwd, results_fd=(read_end, write_end), pass_fds=lock_fds,
-                         timeout=self.budget_s(part), started=started, ended=ended, cgroup=bounds)
+            return watch(argv, env=launch.env, cwd=launch.cwd, results_fd=(read_end, write_end),
+                         pass_fds=(*lock_fds, chosen), timeout=self.budget_s(part), started=started, ended=ended,
+                         cgroup=bounds)
         finally:
+            os.close(chosen)
             for fd in lock_fds:
                 os.close(fd)                    # the child's copies carry its locks; ours would only linger
             if bounds is not None:
@@ -421,11 +427,18 @@ class Batch:
         seconds = part.seconds if part is not None else sum(p.seconds for p in self.parts)
         return sizing.run_budget_s(seconds, self.settings.timeout)
 
-    def checker_command(self, impl_dir: Path, results_fd: int, part: parts.Part | None = None) -> list[str]:
+    def tests_of(self, part: parts.Part | None) -> tuple[str, ...]:
+        """What a checking run checks: its part's selection, the chosen tests, or the suites' folders."""
+        return tuple(part.selection if part else (self.settings.selection or SUITE_DIRS[self.settings.suite]))
+
+    def checker_command(self, impl_dir: Path, results_fd: int, part: parts.Part | None = None,
+                        selection_fd: int | None = None) -> list[str]:
+        """The checking run's command; with `selection_fd` (grader.grade.checking_run.selection_file) the
+        tests it checks are read from there, so that no test's name is on its command line."""
         command = [sys.executable, "-c", CHECKER_LAUNCHER, "-p", "grader.plugin"]
         if importable("pytest_timeout"):
             command += ["-p", "pytest_timeout"]
-        tests = part.selection if part else (self.settings.selection or SUITE_DIRS[self.settings.suite])
+        tests = [SELECTION_FLAG, str(selection_fd)] if selection_fd is not None else list(self.tests_of(part))
         command += [*tests, "--impl", str(impl_dir), "--isolate",
                     "--results-json", f"/dev/fd/{results_fd}", "-q", "--tb=short", "-p", "no:cacheprovider"]
         if not self.settings.perf:

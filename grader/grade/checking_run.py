@@ -136,6 +136,10 @@ def bound_note(cgroup: cgroups.RunCgroup) -> str:
 
 
 LOG_HEAD = LOG_TAIL = 100_000     # bytes of the child's output kept: head and tail, 200 KB in all
+# Which tests a run checks (a part's node ids name hidden tests) never appear on its command line, which
+# the worker could read in /proc/<checker>/cmdline: they travel in an unlinked file behind this
+# descriptor, which the launcher reads and closes before pytest starts, so before any worker exists.
+SELECTION_FLAG = "--grader-selection-fd"
 # The checking process makes itself non-dumpable before pytest starts: its /proc entries (the results
 # pipe under /proc/<pid>/fd, its memory) then need CAP_SYS_PTRACE, which the sandbox drops, so the
 # worker running student code cannot write into the results pipe. Exec resets this for the worker.
@@ -150,9 +154,26 @@ LIMIT_TASKS = ("import os, resource\n"
 CHECKER_LAUNCHER = (LIMIT_TASKS + "import ctypes, sys\n"
                     "try:\n    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0\n"
                     "except (OSError, AttributeError):\n    pass\n"
-                    "import os, pytest\ncode = pytest.main(sys.argv[1:])\n"
+                    "import os, pytest\nargs = sys.argv[1:]\n"
+                    f"if {SELECTION_FLAG!r} in args:\n"
+                    f"    at = args.index({SELECTION_FLAG!r})\n"
+                    "    with os.fdopen(int(args[at + 1]), encoding='utf-8') as chosen:\n"
+                    "        args[at:at + 2] = [line for line in chosen.read().splitlines() if line]\n"
+                    "code = pytest.main(args)\n"
                     "sys.stdout.flush(); sys.stderr.flush()\n"
                     "os._exit(int(code))  # skip tearing down torch: the results are written and closed\n")
+
+
+def selection_file(tests) -> int:
+    """A descriptor of an unlinked file holding `tests`, one a line, at offset 0: for SELECTION_FLAG."""
+    import tempfile
+
+    with tempfile.TemporaryFile() as handle:
+        handle.write("".join(f"{test}\n" for test in tests).encode("utf-8"))
+        handle.flush()
+        fd = os.dup(handle.fileno())
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def warm_checker_tree(root: Path, suite_dirs, timeout: float = 300.0) -> None:

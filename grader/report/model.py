@@ -198,9 +198,12 @@ class FoldedFailure:
     names: list
     outcome: str
     message: str
+    hidden: bool = False    # hidden tests are counted, never named
 
     @property
     def label(self) -> str:
+        if self.hidden:
+            return f"{len(self.names)} hidden test{'s' if len(self.names) != 1 else ''}"
         shown = ", ".join(self.names[:FOLDED_NAMES])
         more = len(self.names) - FOLDED_NAMES
         return shown + (f" and {more} more" if more > 0 else "")
@@ -261,7 +264,7 @@ def fold_failures(tests: list[dict], suite: str) -> list[FoldedFailure]:
     for test in tests:
         outcome = OUTCOME_LABELS.get(test["outcome"], test["outcome"])
         message = student_message(test["message"], suite)
-        entry = folded.setdefault((outcome, message), FoldedFailure([], outcome, message))
+        entry = folded.setdefault((outcome, message), FoldedFailure([], outcome, message, suite == "hidden"))
         entry.names.append(test_name(test["nodeid"]))
     return list(folded.values())
 
@@ -385,23 +388,28 @@ def _perf_row(check: dict) -> PerfRow:
                    f"{points_text(check['earned'])} / {points_text(check['points'])}")
 
 
-HIDDEN_MESSAGE_CHARS = 240   # a hidden failure's message is a verdict, not a channel out of the sandbox
+# What a student sees of a failing hidden test: a fixed verdict of its kind, never the test's name, its
+# values or text the student's code chose. A message quotes what the code returned (a string, a shape,
+# a number), and code that learnt a hidden test's name would spell it there.
+HIDDEN_VERDICTS = {
+    "crash": "a hidden test stopped: the process running your code died or your code did not return",
+    "raised": "a hidden test failed: your code raised an exception",
+    "not_implemented": "a hidden test failed: not implemented",
+    "failed": "a hidden test failed: wrong result or a broken rule",
+}
 
 
 def student_message(message: str, suite: str) -> str:
-    """What a student may see of a failure. Hidden tests: one short verdict line, never the test's
-    source, and never text the student's code chose (its exception message could carry the hidden
-    tests it read from disk): "your code raised ValueError" keeps only the type."""
+    """What a student may see of a failure: a hidden test's message is one fixed verdict of its kind."""
     if suite != "hidden":
         return message
-    if message.startswith("your code raised"):
-        raised = message.split(":", 1)[0].split()
-        return " ".join(raised[:3] + [raised[3][:40]] if len(raised) > 3 else raised)
-    errors = [line[1:].strip() for line in message.splitlines() if line.startswith("E ")]
-    lines = errors or [line for line in message.splitlines()
-                       if line.strip() and not line.startswith(("tests_hidden/", "    "))]
-    first = lines[0] if lines else ""
-    return first if len(first) <= HIDDEN_MESSAGE_CHARS else first[:HIDDEN_MESSAGE_CHARS] + "..."
+    if any(marker in message for marker in CRASH_MARKERS):
+        return HIDDEN_VERDICTS["crash"]
+    if message.startswith("your code raised") or "StudentCodeError" in message:
+        return HIDDEN_VERDICTS["raised"]
+    if "NotImplementedError" in message or message.startswith("not implemented"):
+        return HIDDEN_VERDICTS["not_implemented"]
+    return HIDDEN_VERDICTS["failed"] if message else ""
 
 
 def test_name(nodeid: str) -> str:

@@ -8,8 +8,11 @@ from __future__ import annotations
 import sys
 
 
-def execute(modules, kind, target, args, kwargs, rules):
-    """(result, claims) of `kind` "call" (target = (module, function)) or "run" (target(modules, ...))."""
+def execute(modules, kind, target, args, kwargs, rules, entry_points=None):
+    """(result, claims) of `kind` "call" (target = (module, function)) or "run" (target(modules, ...)).
+
+    `entry_points` (grader.worker.entry_points.EntryPoints, in the worker) resolves a "run" target to the
+    function recorded before student code ran."""
     from grader.guards import count_triton_launches, forbid_ops, runtime_forbidden, wrapper_ops_only
 
     __tracebackhide__ = True  # noqa: F841 - in-process runs: pytest shows the student's frames only
@@ -23,7 +26,8 @@ def execute(modules, kind, target, args, kwargs, rules):
                 module_name, function_name = target
                 result = getattr(modules.load(module_name), function_name)(*args, **kwargs)
             elif kind == "run":
-                result = target(modules, *args, **kwargs)
+                function = entry_points.resolve(target) if entry_points is not None else target
+                result = function(modules, *args, **kwargs)
             else:
                 raise ValueError(f"unknown request kind {kind!r}")
             synchronize()  # a kernel's fault (illegal address) surfaces here, as this call's error

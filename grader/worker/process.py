@@ -46,12 +46,16 @@ def serve(channel_fd, arguments_fd, replies_fd) -> None:
     from grader.perf import in_worker
 
     in_worker.capture_device_sync()  # torch's own synchronize, kept before student code can rebind it
+    from grader.worker.entry_points import EntryPoints
+
+    entry_points = EntryPoints()     # what impl.run may run, recorded before student code can swap it
 
     from grader.worker.compile_notices import CompileNotices
     from grader.worker.modules import Modules
     from grader.worker.shared_tensors import WorkerTransport
 
     sys.path[:0] = [p for p in setup.extra_sys_path if p not in sys.path]
+    _drop_grader_root()
     if setup.scratch:
         os.makedirs(setup.scratch, exist_ok=True)
         os.chdir(setup.scratch)
@@ -67,8 +71,16 @@ def serve(channel_fd, arguments_fd, replies_fd) -> None:
         except (EOFError, OSError):
             return  # the checker is done (it kills this process) or gone
         notices.new_request()
-        if _answer(sock, transport, modules, request):
+        if _answer(sock, transport, modules, request, entry_points):
             return  # this process cannot run CUDA any more: the checker starts a fresh worker
+
+
+def _drop_grader_root() -> None:
+    """Take the folder holding `grader/` off the import path, and the working folder (the launcher's
+    ""): they hold the test suites, which the worker must not import. `grader` is imported already, and
+    finds its own modules through its __path__; the student's package is found by its own path."""
+    root = Path(__file__).resolve().parents[2]
+    sys.path[:] = [entry for entry in sys.path if entry and Path(entry).resolve() != root]
 
 
 def limit_memory(megabytes: int) -> None:
@@ -82,14 +94,14 @@ def limit_memory(megabytes: int) -> None:
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
-def _answer(sock, transport, modules, request) -> bool:
+def _answer(sock, transport, modules, request, entry_points=None) -> bool:
     """Run one request and send its reply; True when this worker's CUDA context is broken."""
     from grader.worker import channel
     from grader.worker.guarded_call import execute
 
     try:
         result, claims = execute(modules, request.kind, request.target, request.args, request.kwargs,
-                                 (request.forbid, request.require_triton))
+                                 (request.forbid, request.require_triton), entry_points)
     except BaseException as error:  # noqa: BLE001 - anything the student's code raised, SystemExit included
         stub = not_implemented_cause(error)
         if stub is not None:  # also a stub kernel under Triton's interpreter, which wraps it

@@ -80,3 +80,19 @@ def test_g_online_update_of_a_fully_masked_row_gives_minus_inf_lse(impl, gen):
     m, l, _ = impl.softmax.online_softmax_update(*start, scores)
     assert_close(m + torch.log(l), torch.logsumexp(scores, dim=-1), atol=1e-5, what="lse = m + log l",
                  context="row 1 all -inf")
+
+
+@pytest.mark.check("mixed_precision.gallery.dtypes")
+def test_h_mixed_precision_linears_run_in_bf16(impl, gen):
+    # as the public suite does: what the step left is judged here, against this process's own steps
+    from grader.references.mixed_precision import one_step, reference_one_step
+
+    weights = [randn(shape, gen=gen, scale=0.5) for shape in ((8, 4), (8,), (2, 8), (2,))]
+    inputs, targets = randn((16, 4), gen=gen), randn((16, 2), gen=gen)
+    _, params, grads = impl.run(one_step, weights, inputs, targets, torch.bfloat16, "cpu")
+    assert [p.dtype for p in params] == [torch.float32] * 4, f"parameters must stay fp32: {params}"
+    _, autocast_grads = reference_one_step(weights, inputs, targets, "cpu", torch.bfloat16)
+    _, fp32_grads = reference_one_step(weights, inputs, targets, "cpu")
+    off = max(float((g - a).abs().max()) for g, a in zip(grads, autocast_grads))
+    fp32_off = max(float((f - a).abs().max()) for f, a in zip(fp32_grads, autocast_grads))
+    assert off <= 0.25 * fp32_off, f"gradients off autocast's by {off:.3g}, an fp32 step's by {fp32_off:.3g}"
