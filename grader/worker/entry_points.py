@@ -19,6 +19,7 @@ import sys
 import types
 
 MODULES = (
+    "grader.memory_safety",               # the heap probe between tests
     "grader.perf.in_worker",
     "grader.references.attention",
     "grader.references.mixed_precision",
