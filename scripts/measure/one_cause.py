@@ -77,6 +77,7 @@ def grade_all(names: list[str], root: Path, jobs: int) -> dict[str, tuple[str, d
         graded[name] = (problem, checks_of(problem, stream))
         if not graded[name][1]:
             print(f"{name}: no results\n{output[-3000:]}", file=sys.stderr)
+        print(table(graded, [name]).splitlines()[-1], flush=True)   # a row as each finishes: a cut-off run keeps them
     return graded
 
 
