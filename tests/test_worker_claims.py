@@ -104,16 +104,18 @@ FP32_STEP = textwrap.dedent('''
 ''')
 
 
-def _public_test(name):
-    spec = importlib.util.spec_from_file_location("public_mixed_precision_for_claims",
-                                                  REPO / "tests_public" / "test_mixed_precision.py")
+def _suite_test(suite_file: str, name: str):
+    """A test function of a suite module, loaded under a private name (the suites are not packages)."""
+    path = REPO / suite_file
+    spec = importlib.util.spec_from_file_location(f"{path.stem}_for_claims", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return getattr(module, name)
 
 
 def test_the_dtypes_check_judges_the_steps_values_so_an_fp32_step_fails_whatever_it_reports(tmp_path):
-    check = _public_test("test_master_params_and_grads_stay_fp32_while_linears_run_in_bf16")
+    check = _suite_test("tests_public/test_mixed_precision.py",
+                        "test_master_params_and_grads_stay_fp32_while_linears_run_in_bf16")
     check(InProcessImpl(resolve("solutions")), torch.Generator().manual_seed(1), "cpu")
     (tmp_path / "mixed_precision.py").write_text(FP32_STEP)
     before = {name: sys.modules[name] for name in sys.modules if name.partition(".")[0] == "assignment"}
@@ -180,6 +182,7 @@ KEEPS_SCORES = textwrap.dedent('''
             ds = p * (dp - (dp * p).sum(-1, keepdim=True)) / math.sqrt(q.shape[-1])
             return ds @ k, ds.transpose(-1, -2) @ q, dv, None
 ''')
+
 WAYS_TO_KEEP_SCORES = {
     "recomputed": ("pass", "_scores(q, k)"),                                   # honest: O(n) saved
     "on_ctx": ("ctx.p = p", "ctx.p"),                                          # a tensor attribute of ctx
@@ -187,19 +190,11 @@ WAYS_TO_KEEP_SCORES = {
 }
 
 
-def _hidden_test(name):
-    spec = importlib.util.spec_from_file_location("hidden_flash_attention_for_claims",
-                                                  REPO / "tests_hidden" / "test_flash_attention_hidden.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
-
-
 @pytest.mark.parametrize("way", WAYS_TO_KEEP_SCORES)
 def test_what_a_backward_keeps_is_measured_from_the_graph_and_replayed_in_a_fresh_worker(tmp_path, way):
     where, fetch = WAYS_TO_KEEP_SCORES[way]
     (tmp_path / "flash_attention.py").write_text(KEEPS_SCORES.replace("WHERE", where).replace("FETCH", fetch))
-    check = _hidden_test("test_backward_saves_nothing_quadratic")
+    check = _suite_test("tests_hidden/test_flash_attention_hidden.py", "test_backward_saves_nothing_quadratic")
     impl = IsolatedImpl(resolve(str(tmp_path)), call_timeout=120)
     try:
         run = lambda: check(impl, "cpu", torch.Generator().manual_seed(3), "FlashAttentionPyTorch", False)  # noqa: E731
