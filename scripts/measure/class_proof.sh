@@ -6,9 +6,10 @@
 #           and the gallery entries named in ATTACKS:
 #           the rate per GPU, the reference's marks in every copy, the mid-quality spread, the
 #           time breakdown and the leaderboard's order
-#   mixed   REFS references, the gallery's timing cheats, a matmul compiling a kernel per shape, a
-#           torch-op "kernel" and the real TF32 mistakes: each honest submission's time against the
-#           honest batch's, and what each of the others earned
+#   mixed   REFS references, the gallery entries named in ATTACKS (default: the timing cheats and a
+#           torch-op "kernel"), the broken variants named in VARIANTS (default: the real TF32 mistakes)
+#           and a matmul compiling a kernel per shape: each honest submission's time against the honest
+#           batch's, and what each of the others earned
 # Run as: OUT=... BUDGET=540 bash scripts/measure/class_proof.sh honest   (then mixed), one device call each.
 set -u
 cd "$(dirname "$0")/../.."
@@ -54,19 +55,21 @@ honest() {
   grade honest
 }
 
+MIXED_ATTACKS="timing_hbm_thread timing_memo timing_side_stream torch_addbmm_dummy_launch"
+
 mixed() {
   rm -rf "$WORK/mixed-subs" "$WORK/mixed"
   references "$WORK/mixed-subs" "${REFS:-3}"
-  python - "$WORK/mixed-subs" <<'PY'
+  python - "$WORK/mixed-subs" "${ATTACKS:-$MIXED_ATTACKS}" "${VARIANTS-fa_tf32_products matmul_tf32_products}" <<'PY'
 import shutil, sys
 from pathlib import Path
 sys.path.insert(0, "tests")
 from broken_variants import build_variant
 from test_adversarial import GALLERY, build_submission
 out = Path(sys.argv[1])
-for name in ("timing_hbm_thread", "timing_memo", "timing_side_stream", "torch_addbmm_dummy_launch"):
+for name in sys.argv[2].split():
     build_submission(GALLERY / name, out / name, {})
-for name in ("fa_tf32_products", "matmul_tf32_products"):
+for name in sys.argv[3].split():
     build_variant(name, out)
 heavy = out / "compiles_per_shape"              # the reference, its matmul specialised on every shape
 shutil.copytree(out / "reference1", heavy)
