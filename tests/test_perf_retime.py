@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from grader import results
+from grader.points import load_points
+from grader.report import model
 from grader.results import TestRecord as Record
 
 REPO = Path(__file__).resolve().parents[1]
@@ -282,3 +284,56 @@ def test_a_students_own_run_in_process_times_nothing_twice(graded, graded_in_pro
     low = _passed(in_process, "test_below_top_then_better")
     assert low["ratio"] == 0.3 and low["measured"]["reading"] == 1 and "retimed" not in low
     assert "retimed" in _passed(graded[0], "test_below_top_then_better")   # where grading would
+
+
+# --- the report and the run's time -----------------------------------------------------------------
+
+
+def _records(*perfs) -> list[Record]:
+    return [Record(f"tests_hidden/test_retime.py::test_{i}", "softmax.perf.fake", results.PASSED, "", 1.0, perf)
+            for i, perf in enumerate(perfs)]
+
+
+RETIMED = {"why": "ratio 0.3 is below the top step (0.9)", "kept": "second", "other_ratio": 0.3,
+           "other_retry": False, "other_measured": {"gpu_alone_s": 1.5}}
+
+
+@pytest.fixture
+def table(tmp_path):
+    (tmp_path / "softmax.toml").write_text(POINTS)
+    return load_points(tmp_path, calibration_file=tmp_path / "none.json")
+
+
+def test_the_report_says_retimed_and_environment_off_only_while_the_kept_reading_is_flagged(table):
+    from grader.scoring import check_data, score_checks
+
+    def row(*perfs):
+        scores = score_checks(table, _records(*perfs), suites=("hidden",))
+        return model._perf_row(check_data(next(c for c in scores[0].checks if c.check.perf)))
+
+    retimed = row({"ratio": 0.95, "retry": False, "retimed": RETIMED, "measured": {}})
+    assert retimed.level == "excellent (retimed)"
+    cleared = row({"ratio": 0.95, "retry": False, "measured": {},
+                   "retimed": RETIMED | {"other_retry": True, "other_ratio": 0.4}})
+    assert "environment off" not in cleared.level
+    still = row({"ratio": 0.95, "retry": True, "retimed": RETIMED | {"kept": "first"}, "measured": {}},
+                {"ratio": 0.95, "retry": False, "measured": {}})
+    assert still.level == "excellent (retimed 1 of 2; environment off: regrade with --only)"
+
+
+def test_the_runs_time_counts_both_readings_alone_and_how_many_tests_were_retimed(table):
+    records = _records({"ratio": 0.95, "retry": False, "retimed": RETIMED, "measured": {"gpu_alone_s": 2.0}},
+                       {"ratio": 0.6, "retry": False, "measured": {"gpu_alone_s": 1.0},
+                        "retimed": RETIMED | {"kept": "first", "other_measured": {"gpu_alone_s": 0.5}}},
+                       {"ratio": 0.95, "retry": False, "measured": {"gpu_alone_s": 1.0}})
+
+    class Header:
+        gpu_lock = {"totals": {"alone_s": 5.5, "lent_s": 0.0, "waited_s": 0.0, "compiles": 0}}
+
+    breakdown = model.time_breakdown(records, table, Header())
+    # the lock's total holds every hold alone; of it, the retimes' second readings: 2.0 (kept) + 0.5 (not)
+    assert breakdown["perf_alone_s"] == 5.5 and breakdown["retimes"] == 2 and breakdown["retime_alone_s"] == 2.5
+    from grader.report.time_summary import time_text
+
+    text = time_text([{"timing": breakdown}])
+    assert "retime_alone_s" in text and "retimes             2.0 per submission" in text
