@@ -337,3 +337,13 @@ def test_the_runs_time_counts_both_readings_alone_and_how_many_tests_were_retime
 
     text = time_text([{"timing": breakdown}])
     assert "retime_alone_s" in text and "retimes             2.0 per submission" in text
+
+
+def test_the_staff_summary_counts_both_readings_alone_and_marks_the_retimed_test(load_script):
+    summary = load_script("measure/gpu_proofs_summary")
+    perf = {"ratio": 0.95, "retry": False, "measured": {"gpu_alone_s": 2.0, "gpu_alone_phases_s": {"rounds": 1.0}},
+            "retimed": RETIMED | {"other_measured": {"gpu_alone_s": 0.5, "gpu_alone_phases_s": {"rounds": 0.5}}}}
+    result = {"problems": [{"checks": [{"perf": True, "level": "excellent", "earned": 4, "possible": 4,
+                                        "tests": [{"nodeid": "t.py::test_speed", "perf": perf}]}]}]}
+    assert summary.perf_tests(result) == {"test_speed": (0.95, False, "excellent", 2.5, True)}
+    assert "rounds 1.5" in summary.alone_by_phase(result)
