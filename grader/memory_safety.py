@@ -103,6 +103,8 @@ def killed_by_signal(lost) -> bool:
 
 SAME_TEST = "later in this test, which did not die when it ran again in a fresh process"
 AFTER_LAST_TEST = "when the harness checked its memory after the last test"
+BEFORE_RETIME = ("when the harness checked its memory after this perf test's timing, before timing it again in a "
+                 "fresh process")
 
 
 def died_later_in(nodeid: str) -> str:

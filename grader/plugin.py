@@ -240,31 +240,36 @@ def pytest_runtest_call(item):
     """An ordinary test holds its GPU's shared lock throughout (its worker calls and the checker's own
     reference maths), so a neighbour's perf check times alone; a perf test takes the lock itself, shared
     for its warm-up and exclusively for its rounds (grader.perf.measure). A test whose worker died runs
-    once more in a fresh one (grader.memory_safety)."""
+    once more in a fresh one (grader.memory_safety). A perf test that passed below its check's top step,
+    or flagged retry, is timed once more in a fresh worker, and the better reading counts (grader.perf.retime)."""
     from grader.impl import WorkerLost
     from grader.perf import gpu_lock
 
     returned = getattr(getattr(item, "funcargs", {}).get("impl"), "returned", None)
     if returned is not None:
         returned.clear()          # what an earlier test got back is not this test's to judge
-    with _hint_circumstances(item), _calling_test(item) as rerun:
+    with _hint_circumstances(item), _calling_test(item) as again:
         if item.get_closest_marker("perf"):
-            return (yield)
+            result = yield        # a first reading that failed raises here: it is not timed again
+            again.retime()
+            return result
         with gpu_lock.shared():
             try:
                 return (yield)
             except WorkerLost as lost:
                 died = lost
             # outside the except block: the rerun's own failure is not shown as raised "during" the death
-            return rerun(died)
+            return again.after_death(died)
 
 
 def _calling_test(item):
-    """Tell the isolated worker which test calls it, and give the rerun after a worker's death
-    (grader.memory_safety): the test once more in a fresh worker, from the same inputs."""
+    """Tell the isolated worker which test calls it, and give the test's two reruns, each once more in a
+    fresh worker from the same inputs: `after_death(lost)`, after its worker died (grader.memory_safety),
+    and `retime()`, of a perf test whose reading lost points (grader.perf.retime)."""
     import contextlib
+    import types
 
-    from grader.impl import IsolatedImpl
+    from grader.impl import IsolatedImpl, WorkerLost
 
     impl, check_id = getattr(item, "funcargs", {}).get("impl"), _check_id(item)
     generator = getattr(item, "funcargs", {}).get("gen")
@@ -285,6 +290,18 @@ def _calling_test(item):
         return memory_safety.rerun_after_death(item, lost, reset_inputs, lambda fault, died_in: charge(
             fault, memory_safety.died_later_in(died_in), current=item.nodeid))
 
+    def retime():
+        __tracebackhide__ = True  # noqa: F841
+        run = item.config.stash[GRADING_RUN]
+        if not isinstance(impl, IsolatedImpl) or not run.policy.on_gpu:
+            return   # grading only: a student's own run, and the CPU, time nothing twice
+        from grader.perf import retime as perf_retime
+
+        def charge_damage(fault):
+            raise WorkerLost(memory_safety.charge_message(fault, memory_safety.BEFORE_RETIME))
+
+        perf_retime.retime(item, impl, run.points.checks.get(check_id), reset_inputs, charge_damage)
+
     @contextlib.contextmanager
     def calling():
         if isinstance(impl, IsolatedImpl):
@@ -295,7 +312,7 @@ def _calling_test(item):
                 charge(fault, memory_safety.probed_before(item.nodeid))
             impl.current_test = (item.nodeid, check_id)
         try:
-            yield rerun
+            yield types.SimpleNamespace(after_death=rerun, retime=retime)
         finally:
             if isinstance(impl, IsolatedImpl):
                 impl.current_test = None

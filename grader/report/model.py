@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from grader import results as results_format
+from grader.perf.retime import RETIMED, retime_alone_s
 from grader.points import LEVEL_CREDIT, PointsTable, Problem
 from grader.report.plain_text import printable
 from grader.results import DID_NOT_REPORT, NOT_RUN_HERE, TestRecord
@@ -90,16 +91,23 @@ def build_result(student: str, points: PointsTable, read: results_format.StreamR
 def time_breakdown(records, table: PointsTable, header) -> dict:
     """Where the run's test time went: correctness and perf checks, and on a GPU shared through its lock
     (grader.perf.gpu_lock) the Triton compiles it lent the GPU for, its waits for the lock and its perf
-    checks' time with the GPU alone. Seconds summed over the run's parts, which run at once."""
+    checks' time with the GPU alone; the perf tests timed twice (grader.perf.retime) and, of that time
+    alone, their retimes'. Seconds summed over the run's parts, which run at once."""
     perf_checks = {check.id for check in table.checks.values() if check.perf}
     perf_s = sum(r.duration for r in records if r.check in perf_checks)
     breakdown = {"tests_s": round(sum(r.duration for r in records), 3),
                  "correctness_s": round(sum(r.duration for r in records if r.check not in perf_checks), 3),
                  "perf_s": round(perf_s, 3)}
+    retimed = [r.perf for r in records if r.check in perf_checks and isinstance(r.perf, dict) and RETIMED in r.perf]
+    if retimed:
+        breakdown["retimes"] = len(retimed)
     totals = (header.gpu_lock or {}).get("totals", {}) if header is not None else {}
     if totals:
+        # the lock's own total: every hold alone, a retime's second reading's included
         breakdown |= {"compile_s": totals.get("lent_s", 0.0), "compiles": int(totals.get("compiles", 0)),
                       "lock_wait_s": totals.get("waited_s", 0.0), "perf_alone_s": totals.get("alone_s", 0.0)}
+        if retimed:
+            breakdown["retime_alone_s"] = round(sum(retime_alone_s(perf) or 0.0 for perf in retimed), 3)
     return breakdown
 
 
@@ -382,8 +390,15 @@ def _perf_row(check: dict) -> PerfRow:
                    f"({ladder.get('source', 'default')})") if ladder else ""
     ratio = ", ".join(f"{r:.2f}x" for r in ratios) if ratios else "not measured"
     level = "not run here" if check["not_run_here"] else (check.get("level") or "below")
-    if any((t.get("perf") or {}).get("retry") for t in check["tests"]):
-        level += " (environment off: regrade with --only)"   # scored as measured, never inflated
+    perfs = [t["perf"] for t in check["tests"] if isinstance(t.get("perf"), dict)]
+    notes = []
+    retimed = sum(RETIMED in perf for perf in perfs)
+    if retimed:   # timed again in a fresh worker, the better reading kept (grader.perf.retime)
+        notes.append(f"retimed {retimed} of {len(perfs)}" if len(perfs) > 1 else "retimed")
+    if any(perf.get("retry") for perf in perfs):   # the kept reading is still flagged
+        notes.append("environment off: regrade with --only")   # scored as measured, never inflated
+    if notes:
+        level += f" ({'; '.join(notes)})"
     return PerfRow(check["id"], check["description"], ratio, level, ladder_text, check.get("baseline", ""),
                    f"{points_text(check['earned'])} / {points_text(check['points'])}")
 

@@ -14,6 +14,7 @@ FIELDS = (
     ("correctness_s", "correctness tests (summed over parts, which run at once)"),
     ("perf_s", "perf checks, their waits and compiles included"),
     ("perf_alone_s", "perf checks holding the GPU alone (every other submission on it waits)"),
+    ("retime_alone_s", "of which: perf tests timed again in a fresh worker after losing points"),
     ("compile_s", "Triton compiles, during which the GPU went to the others"),
     ("lock_wait_s", "waits for the GPU while others held it alone"),
     ("seat_wait_s", "waits for a seat on the GPU before a part could start"),
@@ -47,6 +48,13 @@ def compiles_per_submission(results: list[dict]) -> float | None:
     return round(sum(counts) / len(counts), 1) if counts else None
 
 
+def retimes_per_submission(results: list[dict]) -> float | None:
+    """Perf tests timed twice (grader.perf.retime) per submission; None when none was."""
+    counts = [r["timing"].get("retimes", 0) for r in results if isinstance(r.get("timing"), dict)
+              and isinstance(r["timing"].get("retimes", 0), int)]
+    return round(sum(counts) / len(counts), 1) if counts and any(counts) else None
+
+
 def time_text(results: list[dict]) -> str:
     """The rows as plain text, for the terminal."""
     lines = [f"  {row.field:<14} {row.mean_s:>8.1f} s mean  {row.total_s:>9.1f} s in all  {row.meaning}"
@@ -54,4 +62,7 @@ def time_text(results: list[dict]) -> str:
     compiles = compiles_per_submission(results)
     if compiles is not None:
         lines.append(f"  {'compiles':<14} {compiles:>8.1f} per submission")
+    retimes = retimes_per_submission(results)
+    if retimes is not None:
+        lines.append(f"  {'retimes':<14} {retimes:>8.1f} per submission (perf tests timed again in a fresh worker)")
     return "where the time went:\n" + "\n".join(lines) if lines else ""
