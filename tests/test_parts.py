@@ -303,8 +303,8 @@ def two_split_submissions(tmp_path_factory):
 
     def finish(self, source, result, scratch, log):
         caches = {Path(launch.env["TRITON_CACHE_DIR"]) for launch in record["launches"].get(source.id, [])}
-        record["held"][source.id] = sorted(path.name.rsplit("--", 1)[0] for cache in caches
-                                           for path in (cache.iterdir() if cache.is_dir() else ()))
+        files = [path.name for cache in caches if cache.is_dir() for path in cache.iterdir()]
+        record["held"][source.id] = sorted({name.rsplit("--", 1)[0] for name in files if "--" in name})
         word = real_finish(self, source, result, scratch, log)
         record["left"][source.id] = [cache for cache in caches if cache.exists()]
         record[source.id] = json.loads((root / "out" / source.id / "result.json").read_text())
