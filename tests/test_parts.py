@@ -13,7 +13,7 @@ from fake_suite import make_submission as _submission
 from fake_suite import write_suite as _write_suite
 
 from grader.bench.grading import bench_grader
-from grader.grade import parts
+from grader.grade import parts, sandbox
 from grader.grade import runner as runner_module
 from grader.grade import sizing as sizing_module
 from grader.grade.batch import Batch
@@ -174,16 +174,20 @@ def _measured_suite(root, monkeypatch, seconds):
     return root / "suite"
 
 
+# softmax's public functions are the longest, so the split puts them in one part and the rest in another
+SECONDS_BY_PROBLEM = {
+    "tests_public/test_softmax.py::test_double_doubles": 5.0,
+    "tests_public/test_softmax.py::test_triple_triples": 1.0,
+    "tests_public/test_matmul.py::test_zz_matmul_answer_is_42": 2.0,
+    "tests_hidden/test_softmax_hidden.py::test_hidden_double_of_ten": 1.0,
+    "tests_hidden/test_matmul_hidden.py::test_matmul_speed": 1.0}
+
+
 @pytest.fixture
 def suite_by_problem(tmp_path, monkeypatch):
-    """The fake suite, one file per problem, with its test functions' seconds measured: softmax's
-    public functions are the longest, so the split puts them in one part and the rest in another."""
-    return _measured_suite(tmp_path, monkeypatch, {
-        "tests_public/test_softmax.py::test_double_doubles": 5.0,
-        "tests_public/test_softmax.py::test_triple_triples": 1.0,
-        "tests_public/test_matmul.py::test_zz_matmul_answer_is_42": 2.0,
-        "tests_hidden/test_softmax_hidden.py::test_hidden_double_of_ten": 1.0,
-        "tests_hidden/test_matmul_hidden.py::test_matmul_speed": 1.0})
+    """The fake suite, one file per problem, with its test functions' seconds measured: it splits into
+    the parts 1-softmax and 2-matmul+softmax."""
+    return _measured_suite(tmp_path, monkeypatch, SECONDS_BY_PROBLEM)
 
 
 def _scores(out, student):
@@ -216,6 +220,7 @@ def test_a_split_grade_equals_the_whole_suites_grade_and_its_parts_run_at_once(s
     assert split["status"] == whole["status"] == "graded"
     assert split_checks == whole_checks and split["score"] == whole["score"]
     assert (whole["parts"], split["parts"]) == ([], ["1-softmax", "2-matmul+softmax"])   # said for staff
+    assert (whole["timing"]["shared_triton_cache"], split["timing"]["shared_triton_cache"]) == (False, True)
     assert split["score"]["earned"] == split["score"]["possible"] > 0
     log = (tmp_path / "split" / "good" / "log.txt").read_text()
     assert "===== part 1-softmax (graded" in log and "===== part 2-matmul+softmax (graded" in log
@@ -270,6 +275,87 @@ def test_a_split_submission_whose_gpu_ran_out_is_regraded_as_one_whole_run_alone
     assert sorted(calls[:2]) == ["1-softmax", "2-matmul+softmax"] and calls[2:] == ["whole"]
     result, checks = _scores(tmp_path / "out", "big")
     assert result["status"] == "graded" and checks["matmul.answer"] == 3 and result["parts"] == []
+    assert result["timing"]["shared_triton_cache"] is False      # graded alone: one run, its own cache
+
+
+# At import, the worker leaves a file named after its submission and its part in its Triton cache.
+CACHE_WRITER = ("import os, uuid\n"
+                "_PART = os.path.basename(os.path.dirname(os.environ['HOME']))\n"
+                "_NAME = f'{WHO}--{_PART}--{uuid.uuid4().hex}'\n"
+                "open(os.path.join(os.environ['TRITON_CACHE_DIR'], _NAME), 'w').close()\n")
+
+
+@pytest.fixture(scope="module")
+def two_split_submissions(tmp_path_factory):
+    """Two submissions, ann and bob, graded split into two parts each. Recorded: each part's launch (by
+    submission), and what each submission's Triton cache held as its outputs were written and whether it
+    was still there after."""
+    root = tmp_path_factory.mktemp("shared-cache")
+    record = {"launches": {}, "held": {}, "left": {}}
+    real_build, real_finish = sandbox.build_launch, Batch.finish
+
+    def build_launch(command, **options):
+        launch = real_build(command, **options)
+        scratch = Path(options["scratch"])
+        if "parts" in scratch.parts:                      # runs/<submission>/parts/<part>
+            record["launches"].setdefault(scratch.parent.parent.name, []).append(launch)
+        return launch
+
+    def finish(self, source, result, scratch, log):
+        caches = {Path(launch.env["TRITON_CACHE_DIR"]) for launch in record["launches"].get(source.id, [])}
+        files = [path.name for cache in caches if cache.is_dir() for path in cache.iterdir()]
+        record["held"][source.id] = sorted({name.rsplit("--", 1)[0] for name in files if "--" in name})
+        word = real_finish(self, source, result, scratch, log)
+        record["left"][source.id] = [cache for cache in caches if cache.exists()]
+        record[source.id] = json.loads((root / "out" / source.id / "result.json").read_text())
+        return word
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        suite = _measured_suite(root, monkeypatch, SECONDS_BY_PROBLEM)
+        for student in ("ann", "bob"):
+            _submission(root / "subs", student, {"softmax.py": f"WHO = {student!r}\n{CACHE_WRITER}{GOOD_SOFTMAX}",
+                                                 "matmul.py": GOOD_MATMUL})
+        monkeypatch.setattr(sandbox, "build_launch", build_launch)
+        monkeypatch.setattr(Batch, "finish", finish)
+        assert _grade(suite, root / "subs", root / "out", split=True) == 0
+    return record
+
+
+def test_the_parts_of_one_submission_write_one_triton_cache_bound_writable_into_each(two_split_submissions):
+    record = two_split_submissions
+    for student in ("ann", "bob"):
+        result = record[student]
+        assert result["status"] == "graded" and result["score"]["earned"] == result["score"]["possible"] > 0
+        launches = record["launches"][student]
+        caches = {launch.env["TRITON_CACHE_DIR"] for launch in launches}
+        assert len(launches) == 2 and len(caches) == 1, caches
+        cache = caches.pop()
+        for launch in launches:
+            assert launch.sandboxed == (sandbox.find_bwrap() is not None)
+            if launch.sandboxed:
+                at = launch.argv.index(cache) - 1
+                assert launch.argv[at:at + 3] == ["--bind", cache, cache]
+        assert len({launch.env["HOME"] for launch in launches}) == 2           # the rest stays per part
+        # each part's worker wrote into that one folder
+        assert record["held"][student] == [f"{student}--1-softmax", f"{student}--2-matmul+softmax"]
+        assert result["timing"]["shared_triton_cache"] is True
+
+
+def test_two_submissions_never_share_a_triton_cache_nor_see_each_others(two_split_submissions):
+    record = two_split_submissions
+    ann, bob = ({launch.env["TRITON_CACHE_DIR"] for launch in record["launches"][name]} for name in ("ann", "bob"))
+    assert len(ann) == len(bob) == 1 and ann != bob
+    for mine, theirs in (("ann", bob), ("bob", ann)):
+        for launch in record["launches"][mine]:
+            assert theirs.isdisjoint(launch.argv) and theirs.isdisjoint(launch.env.values())
+        assert all(name.startswith(f"{mine}--") for name in record["held"][mine])
+
+
+def test_a_submissions_triton_cache_is_removed_with_its_scratch(two_split_submissions):
+    record = two_split_submissions
+    for student in ("ann", "bob"):
+        assert len({launch.env["TRITON_CACHE_DIR"] for launch in record["launches"][student]}) == 1
+        assert record["held"][student] and record["left"][student] == []
 
 
 def test_the_next_submissions_part_takes_the_seat_a_quick_part_gives_back(suite_by_problem, tmp_path,

@@ -65,6 +65,17 @@ def test_every_writable_place_is_a_size_bounded_tmpfs(tmp_path):
         assert tmpfs[target][0] == "--size" and 0 < int(tmpfs[target][1]) <= 1 << 30, target
 
 
+def test_a_shared_triton_cache_is_named_to_the_child_and_bound_writable_at_its_own_path(tmp_path):
+    cache = tmp_path / "runs" / "ann" / "shared-triton-cache"
+    launch = _launch(tmp_path, triton_cache=cache)
+    argv = launch.argv
+    assert launch.env["TRITON_CACHE_DIR"] == str(cache)
+    assert [argv[i + 1:i + 3] for i, word in enumerate(argv) if word == "--bind"] == [[str(cache), str(cache)]]
+    assert argv.index(str(tmp_path / "scratch" / "home")) < argv.index(str(cache))   # after the scratch
+    assert launch.env["HOME"] == str(tmp_path / "scratch" / "home")                 # the rest stays its own
+    assert _launch(tmp_path, sandbox=False, triton_cache=cache).env["TRITON_CACHE_DIR"] == str(cache)
+
+
 def test_without_size_support_the_tmpfs_are_still_mounted(tmp_path):
     argv = _launch(tmp_path, features=frozenset()).argv
     assert "--size" not in argv and argv.count("--tmpfs") == 2 + len(sandbox.scratch_folders(tmp_path))

@@ -253,7 +253,7 @@ class Batch:
         `alone`: no other submission is graded on its GPU meanwhile (the batch's second pass). `place`:
         its place in the batch, which ranks its parts for the GPU's seats."""
         begin = time.perf_counter()
-        scratch = self.scratch_root / "runs" / source.id
+        scratch = self.run_scratch(source.id)
         try:
             staged = submission.stage(source, scratch / "impl")
         except BadSubmission as error:
@@ -296,7 +296,8 @@ class Batch:
         """The submission's result, built once: what its run became (graded, no grade, or no grade until
         it is graded again alone) is decided from the run before the result is written down."""
         timing = {"child_s": round(outcome.duration, 3), "seat_wait_s": round(self.seat_waits.get(source.id, 0.0), 3),
-                  "total_s": round(time.perf_counter() - begin, 3)}
+                  "total_s": round(time.perf_counter() - begin, 3),
+                  "shared_triton_cache": bool(context.get("parts"))}    # its parts shared one (execute)
         context = context | {"timing": timing}
         if outcome.status == HARNESS_ERROR:
             return unscored_result(source.id, HARNESS_ERROR, outcome.reason, context, self.maximum(), outcome.log)
@@ -325,7 +326,7 @@ class Batch:
         reason = f"the grader failed on this submission ({type(error).__name__}: {str(error)[:300]})"
         try:
             result = not_gradable_result(source.id, reason, self.context(source.id, None), self.maximum())
-            return self.finish(source, result, self.scratch_root / "runs" / source.id, log="")
+            return self.finish(source, result, self.run_scratch(source.id), log="")
         except Exception as again:  # noqa: BLE001
             return f"{reason}; its outputs could not be written ({type(again).__name__})"
 
@@ -362,7 +363,11 @@ class Batch:
     def execute(self, student: str, scratch: Path, slot: str | None, collect_only: bool = False,
                 part: parts.Part | None = None) -> Outcome:
         self.fingerprint                        # noqa: B018 - builds the checker tree on first use
-        for folder in [*sandbox.scratch_folders(scratch), scratch / "impl"]:
+        # A part compiles into its submission's one Triton cache, which its other parts read; a whole run
+        # keeps its own, a tmpfs in its scratch (grader.grade.sandbox.build_launch).
+        triton_cache = self.shared_triton_cache(student) if part is not None else None
+        shared = [triton_cache] if triton_cache is not None else []
+        for folder in [*sandbox.scratch_folders(scratch), scratch / "impl", *shared]:
             folder.mkdir(parents=True, exist_ok=True)
         read_end, write_end = os.pipe()
         chosen = selection_file(self.tests_of(part))
@@ -379,6 +384,7 @@ class Batch:
             sandbox=self.settings.sandbox, bwrap=self.bwrap, base_env=dict(os.environ),
             masked=self.masked_paths(), device_nodes=sandbox.gpu_device_nodes(),
             keep_visible=self.python_paths, disposable_copy=self.disposable_hidden_suite(scratch),
+            triton_cache=triton_cache,
             extra_env={worker.MEMORY_ENV: str(self.settings.worker_memory_mb), **lock_env, **cores_env,
                        **({TASKS_ENV: str(sizing.RUN_PIDS_MAX)} if self.bwrap else {})})
         argv = launch.argv
@@ -386,7 +392,7 @@ class Batch:
             # What the run needs from a host /tmp its private one hides: the batch's scratch and this
             # run's (written), the interpreter as bubblewrap shows it, and the checker tree (read).
             code = [*self.python_paths, launch.cwd, *launch.env.get("PYTHONPATH", "").split(os.pathsep)]
-            argv = containment.wrap(argv, self.unshare, writable=[self.scratch_root, scratch],
+            argv = containment.wrap(argv, self.unshare, writable=[self.scratch_root, scratch, *shared],
                                     readonly=[path for path in code if path])
         bounds = cgroups.for_run(self.cgroups, sizing.run_memory_bytes(self.settings.worker_memory_mb),
                                  sizing.RUN_PIDS_MAX, label=student, say=self.say)
@@ -444,6 +450,17 @@ class Batch:
         if not self.settings.perf:
             command += ["-m", "not perf"]
         return command
+
+    def run_scratch(self, student: str) -> Path:
+        """A submission's scratch: its staged files, its parts' own scratch and its Triton cache. It is
+        removed once the submission's outputs are written (`finish`)."""
+        return self.scratch_root / "runs" / student
+
+    def shared_triton_cache(self, student: str) -> Path:
+        """The Triton cache all of a split submission's parts share, and no other submission's run sees:
+        bound into its parts' sandboxes alone, and gone with its scratch."""
+        # Parts may write it at once: Triton 3.6 FileCacheManager.put writes a temp file, then os.replace()s it.
+        return self.run_scratch(student) / "shared-triton-cache"
 
     def checker_tree_for(self, scratch: Path) -> Path:
         """Sandboxed runs share the read-only checker tree. Without a sandbox the worker can write it

@@ -13,8 +13,9 @@ device nodes. Its writable places are size-bounded tmpfs (its home, caches, TMPD
 filling one fails that student's code with ENOSPC and nobody else's. Staff folders that an allowed
 path happens to contain (the repo around a `.venv`, say) are covered by empty folders. The checker
 tree's hidden tests are covered by a disposable copy from that scratch, which the checker empties once
-it has collected them (grader.disposable). Without bubblewrap the child still gets a scrubbed
-environment and its own scratch.
+it has collected them (grader.disposable). Besides that copy, the one host folder a run may write is
+a split submission's Triton cache, that submission's own, which its parts share (`build_launch`).
+Without bubblewrap the child still gets a scrubbed environment and its own scratch.
 """
 
 from __future__ import annotations
@@ -193,15 +194,17 @@ def gpu_device_nodes(dev: str = "/dev") -> list[str]:
 
 
 def child_env(base_env: dict[str, str], *, scratch: Path, pythonpath: Path,
-              gpus: list[str] | None, extra: dict[str, str] | None = None) -> dict[str, str]:
+              gpus: list[str] | None, extra: dict[str, str] | None = None,
+              triton_cache: Path | None = None) -> dict[str, str]:
     """A scrubbed environment: caches, HOME and TMPDIR inside scratch, only the plugin given by -p,
-    and CUDA_VISIBLE_DEVICES pinned (empty hides every GPU; None leaves the machine's default)."""
+    and CUDA_VISIBLE_DEVICES pinned (empty hides every GPU; None leaves the machine's default).
+    `triton_cache`: Triton's cache there instead, a folder the submission's parts share."""
     scratch = Path(scratch)
     env = {key: base_env[key] for key in INHERITED_ENV if key in base_env}
     env.update({
         "HOME": str(scratch / "home"),
         "TMPDIR": str(scratch / "tmp"),
-        "TRITON_CACHE_DIR": str(scratch / "triton-cache"),
+        "TRITON_CACHE_DIR": str(triton_cache if triton_cache is not None else scratch / "triton-cache"),
         "TORCHINDUCTOR_CACHE_DIR": str(scratch / "inductor-cache"),
         "XDG_CACHE_HOME": str(scratch / "cache"),
         "MPLCONFIGDIR": str(scratch / "cache"),
@@ -225,15 +228,16 @@ def scratch_folders(scratch: Path) -> list[Path]:
 def bwrap_argv(command: list[str], *, bwrap: str, scratch: Path | None, cwd: Path, readonly: list[Path],
                masked: list[Path], device_nodes: list[str], keep_visible: list[Path] = (),
                covers: list[tuple[Path, Path]] = (), features: frozenset[str] = frozenset(("--size",)),
-               system: tuple[str, ...] = SYSTEM_PATHS) -> list[str]:
+               system: tuple[str, ...] = SYSTEM_PATHS, shared: list[Path] = ()) -> list[str]:
     """bubblewrap around `command`, from an empty root. Mount order matters: later mounts cover
     earlier ones. First /dev, /proc and the bounded /tmp and /dev/shm, then the allow-list, read-only:
     `system` (symlinks recreated as symlinks) and `keep_visible` (the interpreter, from
     `python_paths`), parents before children; then empty folders
     over the `masked` ones that an allowed path contains, then the allowed paths inside those masks
     again (a .venv inside the staff repo), then the checker tree (`readonly`), the scratch (read-only)
-    with size-bounded tmpfs over its writable folders, and last each (source, target) of `covers`: a
-    writable `source` over `target` in the read-only tree."""
+    with size-bounded tmpfs over its writable folders, then each `shared` folder writable at its own
+    path (the submission's Triton cache, which its parts share), and last each (source, target) of
+    `covers`: a writable `source` over `target` in the read-only tree."""
     argv = [bwrap, "--die-with-parent", "--new-session", *NAMESPACES, "--uid", str(SANDBOX_UID),
             "--gid", str(SANDBOX_GID)]
     if "--disable-userns" in features:
@@ -261,6 +265,8 @@ def bwrap_argv(command: list[str], *, bwrap: str, scratch: Path | None, cwd: Pat
         argv += ["--ro-bind", str(scratch), str(scratch)]
         for folder in scratch_folders(scratch):
             argv += _tmpfs(str(folder), SCRATCH_TMPFS_MIB, features)
+    for folder in shared:
+        argv += ["--bind", str(folder), str(folder)]
     for source, target in covers:
         argv += ["--bind", str(source), str(target)]
     argv += ["--chdir", str(cwd), "--", *command]
@@ -291,23 +297,30 @@ def build_launch(command: list[str], *, scratch: Path, checker_root: Path, gpus:
                  device_nodes: list[str] = (), keep_visible: list[Path] = (),
                  extra_env: dict[str, str] | None = None,
                  disposable_copy: tuple[Path, Path] | None = None,
-                 features: frozenset[str] | None = None) -> Launch:
+                 features: frozenset[str] | None = None, triton_cache: Path | None = None) -> Launch:
     """The launch for one submission: `command` runs in `checker_root` (the pristine copy of the
     grader and test suites), inside bubblewrap when `sandbox` and `bwrap` are both given, seeing the
     interpreter's `keep_visible` paths (`python_paths()`) read-only.
     `disposable_copy` = (copy, folder of the checker tree): inside bubblewrap the copy (grader.disposable)
     covers that folder and the checker empties it after collection; without bubblewrap nothing hides
-    files from student code, so it is not used."""
+    files from student code, so it is not used.
+    `triton_cache`: a folder the runner made for this one submission, outside every run's scratch, that
+    all of its checking runs (its parts) use as Triton's cache, bound writable into each of their
+    sandboxes and into no other submission's: a kernel one part compiled, the others load. Sharing it
+    gives a part nothing new, since every part runs the same student's code. Without it, each run's
+    cache is a tmpfs in its own scratch."""
     sandboxed = bool(sandbox and bwrap)
     covers = [disposable_copy] if sandboxed and disposable_copy is not None else []
     if covers:
         extra_env = {**(extra_env or {}), disposable.ENV: str(disposable_copy[1])}
-    env = child_env(base_env, scratch=scratch, pythonpath=checker_root, gpus=gpus, extra=extra_env)
+    env = child_env(base_env, scratch=scratch, pythonpath=checker_root, gpus=gpus, extra=extra_env,
+                    triton_cache=triton_cache)
     if sandboxed:
         argv = bwrap_argv(command, bwrap=bwrap, scratch=scratch, cwd=checker_root,
                           readonly=[checker_root], masked=list(masked),
                           device_nodes=list(device_nodes), keep_visible=list(keep_visible), covers=covers,
-                          features=bwrap_features(bwrap) if features is None else features)
+                          features=bwrap_features(bwrap) if features is None else features,
+                          shared=[triton_cache] if triton_cache is not None else [])
         return Launch(argv, env, str(checker_root), True)
     return Launch(list(command), env, str(checker_root), False)
 
