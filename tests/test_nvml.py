@@ -8,7 +8,8 @@ import types
 
 import pytest
 
-from grader.perf import nvml
+from grader.perf import nvml, worker_memory
+from grader.perf.worker_memory import MemoryUnavailable
 
 MIB = 2**20
 
@@ -80,3 +81,5 @@ def _has_nvml() -> bool:
 def test_a_machine_without_a_driver_says_the_figure_is_unavailable():
     with pytest.raises(nvml.NvmlUnavailable, match="cannot be loaded"):
         nvml.Nvml()
+    with pytest.raises(MemoryUnavailable):
+        worker_memory.open_reader()
