@@ -133,6 +133,15 @@ class Impl:
     def fresh_worker(self) -> None:
         """The next call runs in a new worker, which holds nothing an earlier call left in memory."""
 
+    def start_fresh_worker(self, cuda_context: bool = False) -> int:
+        """A new worker now, waiting for its first call, and its pid. In-process the test process is
+        the worker: its pid, with its CUDA context opened when asked."""
+        if cuda_context:
+            from grader.worker.process import open_cuda_context
+
+            open_cuda_context()
+        return os.getpid()
+
     def source(self, module: str) -> str:
         """The submitted source of `module`, read as text (never imported here)."""
         if self._sources.get(module) is None:
@@ -292,6 +301,16 @@ class IsolatedImpl(Impl):
     def fresh_worker(self) -> None:
         self._kill()
 
+    def start_fresh_worker(self, cuda_context: bool = False) -> int:
+        """A new worker, started now and ready, and its pid. It has run no student code yet (the student's
+        modules are imported on the first call). With `cuda_context` it opened its CUDA context before
+        saying it was ready, so what the driver reports for it now is that context alone
+        (grader.perf.worker_memory's baseline)."""
+        self._kill()
+        self._spawn(cuda_context=cuda_context)
+        self._connection()
+        return self._process.pid
+
     def rest_worker(self) -> None:
         """Stop the worker's process group while no call is in flight: a thread its code left running
         cannot load the GPU during another submission's timing, nor this one's baselines."""
@@ -433,7 +452,7 @@ class IsolatedImpl(Impl):
                 raise channel.ChannelError("the worker did not start cleanly")
             self._ready = True
 
-    def _spawn(self) -> None:
+    def _spawn(self, cuda_context: bool = False) -> None:
         """A plain subprocess with a socket pair: it inherits no key and reaches no listener of ours."""
         import pickle
         import socket
@@ -454,7 +473,7 @@ class IsolatedImpl(Impl):
             child.close()
         self._notices_asked = gpu_lock.current().lends_compiles
         setup = channel.Setup(self.spec, tuple(self.extra_sys_path), self.scratch,
-                              compile_notices=self._notices_asked)
+                              compile_notices=self._notices_asked, cuda_context=cuda_context)
         channel.send_frame(self._sock, pickle.dumps(setup), timeout=STARTUP_TIMEOUT)
         self._ready, self._resting = False, False
         self.last_call = None   # a fresh process: nothing earlier can have corrupted its memory

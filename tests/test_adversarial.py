@@ -44,6 +44,7 @@ TRITON, FRESH, ONLINE, HIDDEN = ("softmax.gallery.triton", "softmax.gallery.fres
                                  "softmax.gallery.hidden")
 MASKED = "softmax.gallery.masked"
 MATMUL, ATTENTION = "matmul.gallery.triton", "flash_attention.gallery.forward"
+ATTENTION_MEMORY = "flash_attention.gallery.memory"   # GPU only: not run in the CPU batch
 DTYPES = "mixed_precision.gallery.dtypes"
 SOFTMAX_ALL = (TRITON, FRESH, ONLINE, HIDDEN)
 SOFTMAX_TRITON = (TRITON, FRESH, HIDDEN)     # every check that calls softmax_triton
@@ -161,6 +162,10 @@ EXPECTED = {
                                       reason=r"more than \d+ MiB of memory.*shared.*memfd"),
     # what a scenario run in the worker observes is the worker's claim: a step in fp32 that rewrites it
     "forged_scenario_claims": Expect(zero=(DTYPES,), kept=SOFTMAX_ALL + (MATMUL,)),
+    # the worker's allocator counters are forged to zero while it keeps n x n scores: the driver's figure,
+    # read by the checker, shows the growth (GPU only)
+    "forged_memory_peak": Expect(zero=(ATTENTION_MEMORY,), kept=SOFTMAX_ALL + (MASKED, MATMUL, ATTENTION),
+                                 message=r"grows by .* MiB from n=2048 to n=8192 \(the driver's figure"),
     # hidden tests' names reach the worker (its environment) and its answers reach the report
     "hidden_names_in_messages": Expect(zero=SOFTMAX_TRITON, kept=(ONLINE, MASKED, MATMUL),
                                        unseen=r"test_softmax_triton_longer_row|116, 101, 115, 116, 95, 115"),
@@ -483,7 +488,13 @@ def test_gpu_batch_finishes_and_the_gpus_are_usable_afterwards(gpu_batch):
 def test_clean_submission_in_the_same_batch_gets_full_marks(batch):
     result = result_of(batch, "clean")
     assert result["status"] == "graded"
-    assert result["score"] == {"earned": 22.0, "possible": 22.0, "total": 22.0}
+    # the GPU-only memory check (2 points) is not run on the CPU: in the total, not in what is possible
+    assert result["score"] == {"earned": 22.0, "possible": 22.0, "total": 24.0}
+
+
+def test_the_clean_reference_passes_the_memory_check_on_the_gpu(gpu_batch):
+    check = checks_of(result_of(gpu_batch, "clean"))[ATTENTION_MEMORY]
+    assert check["earned"] == check["points"], [t["message"][:600] for t in check["tests"]]
 
 
 def test_attacks_never_score_more_than_the_clean_reference(batch):

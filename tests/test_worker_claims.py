@@ -104,17 +104,8 @@ FP32_STEP = textwrap.dedent('''
 ''')
 
 
-def _suite_test(suite_file: str, name: str):
-    """A test function of a suite module, loaded under a private name (the suites are not packages)."""
-    path = REPO / suite_file
-    spec = importlib.util.spec_from_file_location(f"{path.stem}_for_claims", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
-
-
-def test_the_dtypes_check_judges_the_steps_values_so_an_fp32_step_fails_whatever_it_reports(tmp_path):
-    check = _suite_test("tests_public/test_mixed_precision.py",
+def test_the_dtypes_check_judges_the_steps_values_so_an_fp32_step_fails_whatever_it_reports(tmp_path, suite_test):
+    check = suite_test("tests_public/test_mixed_precision.py",
                         "test_master_params_and_grads_stay_fp32_while_linears_run_in_bf16")
     check(InProcessImpl(resolve("solutions")), torch.Generator().manual_seed(1), "cpu")
     (tmp_path / "mixed_precision.py").write_text(FP32_STEP)
@@ -191,10 +182,10 @@ WAYS_TO_KEEP_SCORES = {
 
 
 @pytest.mark.parametrize("way", WAYS_TO_KEEP_SCORES)
-def test_what_a_backward_keeps_is_measured_from_the_graph_and_replayed_in_a_fresh_worker(tmp_path, way):
+def test_what_a_backward_keeps_is_measured_from_the_graph_and_replayed_in_a_fresh_worker(tmp_path, way, suite_test):
     where, fetch = WAYS_TO_KEEP_SCORES[way]
     (tmp_path / "flash_attention.py").write_text(KEEPS_SCORES.replace("WHERE", where).replace("FETCH", fetch))
-    check = _suite_test("tests_hidden/test_flash_attention_hidden.py", "test_backward_saves_nothing_quadratic")
+    check = suite_test("tests_hidden/test_flash_attention_hidden.py", "test_backward_saves_nothing_quadratic")
     impl = IsolatedImpl(resolve(str(tmp_path)), call_timeout=120)
     try:
         run = lambda: check(impl, "cpu", torch.Generator().manual_seed(3), "FlashAttentionPyTorch", False)  # noqa: E731

@@ -14,8 +14,10 @@ are compared after casting to the contract's dtypes, and the PyTorch version run
 import pytest
 import torch
 
+from grader.perf import memory_growth
 from grader.perf.cases import flash_attention as attention_benchmarks
 from grader.perf.measure import measure_graded_case
+from grader.perf.worker_memory import MemoryUnavailable
 from grader.references.attention import (
     assert_backward_matches,
     assert_forward_matches,
@@ -214,15 +216,16 @@ def test_backward_saves_nothing_quadratic(impl, device, gen, function_name, is_c
 @pytest.mark.triton
 @pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
 def test_forward_backward_memory_grows_linearly_in_n(impl, is_causal):
-    batch, heads, d, short, long = 1, 4, 64, 2048, 8192
-    peaks = {n: impl.run(peak_extra_memory, "flash_attention", batch, heads, n, d, is_causal) for n in (short, long)}
-    scores_bytes = batch * heads * long * long * 2  # one bf16 score matrix per head at the long length
-    growth = peaks[long] / max(peaks[short], 1)
-    assert growth < 6.0, (f"peak extra memory grows {growth:.1f}x when n grows 4x ({peaks[short] / 2**20:.1f} -> "
-                          f"{peaks[long] / 2**20:.1f} MiB): linear is ~4x, an n x n buffer makes it ~16x")
-    assert peaks[long] < 0.1 * scores_bytes, (
-        f"forward + backward at n={long} allocated {peaks[long] / 2**20:.1f} MiB beyond the inputs; "
-        f"the bf16 score matrices alone would be {scores_bytes / 2**20:.0f} MiB")
+    # Judged on the driver's figure for the worker process, which the checker reads: student code can patch
+    # torch.cuda's counters in the worker, not the driver. Each length runs in a fresh worker.
+    batch, heads, d, lengths = 1, 4, 64, (2048, 8192)
+    try:
+        figures = memory_growth.measure_lengths(impl, peak_extra_memory, lengths,
+                                                lambda n: ("flash_attention", batch, heads, n, d, is_causal))
+    except MemoryUnavailable as why:
+        pytest.skip(f"GPU memory check: not run here ({why})")
+    problems = memory_growth.failures(figures, {n: memory_growth.score_bytes(batch, heads, n) for n in lengths})
+    assert not problems, "\n".join(problems)
 
 
 # ------------------------------------------------------------------ input errors

@@ -5,6 +5,9 @@ The measurement is `in_worker` (timing where the kernel runs), `refresh` (new in
 `gpu_lock` gives a perf check its GPU alone among submissions sharing it, `pausing` stops the worker
 while the baseline is timed, `cores` keeps a CPU core free for the timed process, and `environment`
 says what the GPU was and whether it was fit to time on.
+
+GPU memory seen from outside the worker: `nvml` reads what the driver says each process holds,
+`worker_memory` measures a worker's call with it, and `memory_growth` judges growth with the length.
 """
 
 from grader.perf.in_worker import (

@@ -4,7 +4,10 @@
 What autograd keeps for a backward is read from the graph (`saved_for_backward`) and sent to the
 checker, which measures it; the checker then runs the backward again in a fresh worker from those
 tensors alone (`replay_backward`), so that a forward that keeps more somewhere else (a global, a
-cache) gives a backward that no longer matches the one autograd ran."""
+cache) gives a backward that no longer matches the one autograd ran.
+
+`peak_extra_memory` runs one forward and backward for the memory check, which the checker measures from
+outside the worker (grader.perf.worker_memory)."""
 
 from __future__ import annotations
 
@@ -52,18 +55,18 @@ def replay_backward(modules, function_name, saved, tensors, plain, grad_o):
 
 
 def peak_extra_memory(modules, function_name, batch, heads, n, d, is_causal):
-    """Peak CUDA bytes allocated by forward + backward beyond q, k, v, grad_o (bf16)."""
+    """One forward + backward at length n (bf16). The checker reads the driver's figure for this process
+    around the call (grader.perf.worker_memory); what this returns, the peak CUDA bytes the worker's
+    allocator reports beyond q, k, v and grad_o, is the worker's claim: it can fail the check, never pass it."""
+    torch.cuda.empty_cache()   # blocks cached by an earlier call (an autotuner's scratch) go back to the driver
     gen = torch.Generator().manual_seed(n)
     q, k, v, grad_o = (torch.randn(batch, heads, n, d, generator=gen).to("cuda", torch.bfloat16)
                        for _ in range(4))
     attention = attention_function(modules, function_name)
-    for measuring in (False, True):  # the first pass compiles the kernels
-        qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        attention(qg, kg, vg, is_causal).backward(grad_o)
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated() - base
-        del qg, kg, vg
-    return peak
+    qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    attention(qg, kg, vg, is_causal).backward(grad_o)
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base

@@ -76,6 +76,7 @@ class Setup:
     extra_sys_path: tuple
     scratch: str | None
     compile_notices: bool = False  # say when a Triton compile starts and ends (a GPU shared by submissions)
+    cuda_context: bool = False     # open the CUDA context before "ready", before any student code runs
 
 
 @dataclass(frozen=True)

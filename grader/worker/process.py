@@ -49,6 +49,8 @@ def serve(channel_fd, arguments_fd, replies_fd) -> None:
     from grader.worker.entry_points import EntryPoints
 
     entry_points = EntryPoints()     # what impl.run may run, recorded before student code can swap it
+    if setup.cuda_context:           # the checker reads the driver's figure for the context alone at "ready"
+        open_cuda_context()
 
     from grader.worker.compile_notices import CompileNotices
     from grader.worker.modules import Modules
@@ -73,6 +75,15 @@ def serve(channel_fd, arguments_fd, replies_fd) -> None:
         notices.new_request()
         if _answer(sock, transport, modules, request, entry_points):
             return  # this process cannot run CUDA any more: the checker starts a fresh worker
+
+
+def open_cuda_context() -> None:
+    """This process's CUDA context, opened now (a no-op without CUDA). The worker opens it before any
+    student code runs when the checker asks (grader.perf.worker_memory's baseline)."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()   # the runtime creates the device's primary context on this first call
 
 
 def _drop_grader_root() -> None:

@@ -3,7 +3,8 @@
 #   throughput: one copy of the reference alone on GPU 0, then two copies at once on GPUs 0 and 1;
 #               the gain of the second GPU is (2 / wall of the pair) / (1 / wall of the one).
 #   faults:     the GPU side of the adversarial gallery (hung kernel, out-of-bounds store, segfault,
-#               clean reference, one submission per GPU) and the worker's CUDA-fault recovery.
+#               forged memory counters, clean reference, one submission per GPU), the worker's
+#               CUDA-fault recovery, and the memory check's driver figures for the reference.
 #   sandboxed:  the quick GPU gallery entries graded inside bubblewrap (its root folder as $2).
 #   block16:    make bench's student bench on a 16 x 16-tile matmul (right on CPU, slow on GPU) and the reference.
 #   doctor:     `grader doctor`, then the examples graded sandboxed on GPU 0 (bubblewrap root as $2).
@@ -21,14 +22,15 @@ case "${1:-}" in
     tail -n 8 "$OUT/one-gpu.log" "$OUT/two-gpus.log" ;;
   faults)
     python -m pytest tests/test_impl.py -k cuda -q -rs > "$OUT/impl-cuda.log" 2>&1
+    python scripts/measure/attention_memory.py --impl solutions > "$OUT/attention-memory.log" 2>&1
     { time python -m pytest tests/test_adversarial.py -k gpu -q -rs --basetemp=/tmp/gallery-gpu; } \
       > "$OUT/gallery-gpu.log" 2>&1
     tar czf "$OUT/gallery-gpu-reports.tgz" -C /tmp/gallery-gpu --exclude='*/suite' . 2>/dev/null
-    tail -n 15 "$OUT/impl-cuda.log" "$OUT/gallery-gpu.log" ;;
+    tail -n 15 "$OUT/impl-cuda.log" "$OUT/attention-memory.log" "$OUT/gallery-gpu.log" ;;
   sandboxed)
     # bubblewrap from a folder given as $2 (e.g. Debian's .deb unpacked with dpkg -x): grading in the
     # sandbox with the GPUs passed through, on the quick entries of the GPU gallery.
-    export PATH="$2/usr/bin:$PATH" GALLERY_GPU_ATTACKS=clean,oob_kernel_write,memory_creep,segfault
+    export PATH="$2/usr/bin:$PATH" GALLERY_GPU_ATTACKS=clean,oob_kernel_write,memory_creep,segfault,forged_memory_peak
     bwrap --version > "$OUT/bwrap.log" 2>&1
     python -m pytest tests/test_adversarial.py -k gpu -q -rs --basetemp=/tmp/gallery-gpu \
       > "$OUT/gallery-gpu-sandboxed.log" 2>&1
