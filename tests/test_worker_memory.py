@@ -12,7 +12,8 @@ import pytest
 
 from grader.impl import IsolatedImpl
 from grader.perf import nvml, worker_memory
-from grader.perf.worker_memory import MemoryUnavailable, ReadingLost, Sampler, attribute
+from grader.perf.in_worker import hold_marker, release_marker
+from grader.perf.worker_memory import MemoryUnavailable, ReadingLost, Sampler, attribute, marked_pid
 from grader.scenarios.flash_attention import peak_extra_memory
 from grader.worker.modules import resolve
 
@@ -63,6 +64,7 @@ class FakeWorkers:
         assert cuda_context, "the baseline must be the CUDA context alone"
         self.pid += 1
         self.started += 1
+        self.calls_in_worker = 0
         self.driver.set(self.listed_pid, CONTEXT)
         return self.pid
 
@@ -70,10 +72,16 @@ class FakeWorkers:
     def listed_pid(self) -> int:
         return 50000 + self.pid if self.host_pids else self.pid
 
+    def run_harness(self, fn, *args):
+        assert self.calls_in_worker == 0, "the marker is taken before any student code runs"
+        assert fn in (hold_marker, release_marker)
+        self.driver.set(self.listed_pid, CONTEXT + (args[0] if fn is hold_marker else 0))
+
     def run(self, fn, *args, **kwargs):
         assert fn is peak_extra_memory and self.started, "the scenario runs in a worker started for the measure"
         n = args[3]
         self.calls += 1
+        self.calls_in_worker += 1
         held = CONTEXT + self.at_import
         self.driver.set(self.listed_pid, held)                       # empty_cache at the call's start
         self.driver.set(self.listed_pid, held + self.footprint(n))   # still reserved when the call returns
@@ -133,10 +141,24 @@ def test_without_nvml_the_check_is_not_run_here(suite_test, monkeypatch):
     assert impl.calls == 0
 
 
-def test_host_pids_under_a_pid_namespace_are_attributed_by_what_appeared_on_the_gpu(suite_test, driver):
+def test_host_pids_under_a_pid_namespace_are_attributed_by_the_workers_marker(suite_test, driver):
     impl = FakeWorkers(driver, quadratic, claim=lambda n: 0, host_pids=True)
-    with pytest.raises(AssertionError, match="another pid namespace: counted the 1 process new"):
+    with pytest.raises(AssertionError, match=r"another pid namespace: the worker is its pid 501\d\d, found by a"):
         run_memory_check(suite_test, impl)
+
+
+class NeighbourStarting(FakeWorkers):
+    """Another submission's process opens its CUDA context on the same GPU during each measured call."""
+
+    def run(self, fn, *args, **kwargs):
+        self.driver.set(90000 + self.calls, CONTEXT)
+        return super().run(fn, *args, **kwargs)
+
+
+@pytest.mark.parametrize("host_pids", [False, True], ids=["own_pids", "host_pids"])
+def test_a_neighbour_starting_on_the_gpu_meanwhile_is_not_counted(suite_test, driver, host_pids):
+    impl = NeighbourStarting(driver, linear, claim=lambda n: 5 * HEADS * n * 64 * 2, host_pids=host_pids)
+    run_memory_check(suite_test, impl)
 
 
 def test_a_driver_figure_lost_after_student_code_ran_is_a_failure_not_a_skip(driver):
@@ -158,21 +180,31 @@ def test_a_driver_figure_lost_after_student_code_ran_is_a_failure_not_a_skip(dri
 # ------------------------------------------------------------------ attribution and sampling
 
 
-def test_the_worker_and_what_it_starts_count_the_checker_and_others_do_not():
-    before = {1: 100, 50: 700}                      # another client, and the checker
-    after = {1: 100, 50: 700, 60: 500}
-    who = attribute(before, after, worker_pid=60, checker_pid=50)
-    assert who.counted(after) == 500
-    assert who.counted({1: 9000, 50: 9000, 60: 500, 61: 300}) == 800    # a child of the worker counts
+def test_the_worker_and_its_children_count_and_no_other_process_does(monkeypatch):
+    monkeypatch.setattr("grader.perf.environment.descendants", lambda pid: [61] if pid == 60 else [])
+    who = attribute({1: 100, 50: 700, 60: 500}, worker_pid=60, find_by_marker=None)
+    assert who.counted({1: 100, 50: 700, 60: 500}) == 500
+    assert who.counted({1: 9000, 50: 9000, 60: 500, 61: 300, 62: 400}) == 800   # a child counts, a stranger not
 
 
-def test_no_new_process_and_no_worker_pid_cannot_be_attributed():
-    with pytest.raises(MemoryUnavailable, match="no process for the worker"):
-        attribute({9000: 700}, {9000: 700}, worker_pid=5, checker_pid=3)
+def test_under_host_pids_only_the_marked_process_counts():
+    who = attribute({9000: 700, 9001: 500}, worker_pid=5, find_by_marker=lambda: (9001, 64 * MIB))
+    assert who.counted({9000: 700, 9001: 900, 9002: 500}) == 900
+
+
+def test_the_marker_must_single_out_one_process():
+    marker = 64 * MIB
+    assert marked_pid({1: 500, 2: 500}, {1: 500 + marker, 2: 700}, {1: 500, 2: 700}, marker) == 1
+    with pytest.raises(MemoryUnavailable, match="0 processes"):
+        marked_pid({1: 500}, {1: 500 + marker // 2}, {1: 500}, marker)
+    with pytest.raises(MemoryUnavailable, match="2 processes"):
+        marked_pid({1: 0, 2: 0}, {1: marker, 2: marker}, {1: 0, 2: 0}, marker)
+    with pytest.raises(MemoryUnavailable, match="0 processes"):     # took it and kept it: not the marker
+        marked_pid({1: 0}, {1: marker}, {1: marker}, marker)
 
 
 def test_a_process_whose_memory_the_driver_does_not_report_is_not_a_number():
-    who = attribute({}, {60: None}, worker_pid=60, checker_pid=50)
+    who = attribute({60: None}, worker_pid=60, find_by_marker=None)
     with pytest.raises(MemoryUnavailable, match="does not report the memory of process 60"):
         who.counted({60: None})
 

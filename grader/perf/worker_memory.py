@@ -9,15 +9,16 @@ code holds by then (memory taken at import, a pool kept from the first call) is 
 so it counts against it.
 
 Which processes are the worker's: the driver lists pids. Where they are this process's own (no pid
-namespace, or a driver that translates them) the worker's pid is among them once its context is open.
-Where they are the host's (an older driver, under the sandbox's pid namespace) the worker is what
-appeared on the GPU after it started; the figures say which way was used. Either way, processes that
-appear later (a child of the worker) count too, and the checker's own never does.
+namespace, or a driver that translates them) the worker's pid is among them once its context is open,
+and its children, found in /proc, count with it. Where they are the host's (under the sandbox's pid
+namespace) the worker takes a marker, a random number of MiB, in a harness call before any student code
+runs, and hands it back: the one process whose figure rose and fell by exactly that much is the worker.
+Only the worker's processes count, never another submission's that starts on the same GPU meanwhile.
 """
 
 from __future__ import annotations
 
-import os
+import random
 import threading
 import time
 from dataclasses import dataclass
@@ -25,6 +26,10 @@ from dataclasses import dataclass
 SAMPLE_INTERVAL_S = 0.001
 FINAL_TRIES = 3               # the reading after the call: a transient NVML error is retried
 MIB = 2**20
+# The marker: a random whole number of 2 MiB steps (the caching allocator's rounding) in this range,
+# which no other process on the GPU makes by chance in the same half second.
+MARKER_STEPS = (32, 160)
+MARKER_TOLERANCE = MIB
 
 
 class MemoryUnavailable(RuntimeError):
@@ -59,38 +64,46 @@ class WorkerMemory:
 
 @dataclass(frozen=True)
 class Attribution:
-    """Which pids of a driver listing are the worker's: its own pid when NVML reports pids as this
-    process sees them, and every process that appeared on the GPU since it started, but the checker."""
+    """Which pids of a driver listing are the worker's: `pids()` gives them (the worker and, where the
+    driver lists this namespace's pids, its children), and `how` says how they were found."""
 
-    before: frozenset      # pids on the GPU before the worker started
-    worker: int | None     # the worker's pid, when the driver lists pids of this namespace
-    checker: int | None
+    pids: object           # () -> set of pids, as the driver lists them
     how: str
 
     def counted(self, usage: dict) -> int:
         total = 0
-        for pid, used in usage.items():
-            if pid == self.worker or (pid not in self.before and pid != self.checker):
-                if used is None:
-                    raise MemoryUnavailable(f"the driver does not report the memory of process {pid}")
-                total += used
+        for pid in self.pids() & set(usage):
+            if usage[pid] is None:
+                raise MemoryUnavailable(f"the driver does not report the memory of process {pid}")
+            total += usage[pid]
         return total
 
 
-def attribute(before: dict, after: dict, worker_pid: int, checker_pid: int) -> Attribution:
+def attribute(listed: dict, worker_pid: int, find_by_marker) -> Attribution:
     """Tell the worker's processes from the rest, once its context is open and before student code ran:
-    nothing the student writes can steer it."""
-    if worker_pid in after:
-        return Attribution(frozenset(before) - {worker_pid}, worker_pid, checker_pid,
+    nothing the student writes can steer it. `find_by_marker()` gives the worker's pid as the driver
+    lists it, where that is not `worker_pid` (pids of another namespace)."""
+    if worker_pid in listed:
+        from grader.perf.environment import descendants
+
+        return Attribution(lambda: {worker_pid, *descendants(worker_pid)},
                            f"the driver lists the worker as pid {worker_pid}")
-    new = set(after) - set(before)
-    if not new:
-        raise MemoryUnavailable("the driver lists no process for the worker (pids of another pid namespace, "
-                                "and nothing new on the GPU since the worker started)")
-    # The checker's own pid means nothing in the driver's namespace: it is in `before` under its host pid.
-    return Attribution(frozenset(before), None, None,
-                       f"the driver reports pids of another pid namespace: counted the {len(new)} process"
-                       f"{'es' if len(new) > 1 else ''} new on the GPU since the worker started")
+    host_pid, marker = find_by_marker()
+    return Attribution(lambda: {host_pid},
+                       f"the driver reports pids of another pid namespace: the worker is its pid {host_pid}, "
+                       f"found by a {marker / MIB:.0f} MiB marker it held before any student code ran")
+
+
+def marked_pid(before: dict, holding: dict, after: dict, marker: int) -> int:
+    """The one pid whose figure rose by `marker` bytes and fell back by as much, or MemoryUnavailable."""
+    def stepped(low, high):
+        return low is not None and high is not None and abs(high - low - marker) <= MARKER_TOLERANCE
+
+    found = [pid for pid, held in holding.items() if stepped(before.get(pid), held) and stepped(after.get(pid), held)]
+    if len(found) != 1:
+        raise MemoryUnavailable(f"the driver lists {len(found)} processes that took and gave back the worker's "
+                                f"{marker / MIB:.0f} MiB marker, not one: the worker cannot be told apart")
+    return found[0]
 
 
 class Sampler:
@@ -161,7 +174,7 @@ def open_reader():
         raise MemoryUnavailable("torch is not installed") from None
     if not torch.cuda.is_available():
         raise MemoryUnavailable("no CUDA device")
-    # The checker's own context first: in the host's pid namespace it must be on the GPU before the worker.
+    # The checker's own context first: the device's UUID names the GPU to the driver.
     torch.cuda.synchronize()
     try:
         return nvml.open_gpu(_cuda_uuid(torch))
@@ -189,14 +202,25 @@ def measure(impl, fn, *args, reader=None, interval_s: float = SAMPLE_INTERVAL_S,
     cannot be read or attributed here; anything the student's code does reaches the caller as it would
     from `impl.run`."""
     reader = reader if reader is not None else open_reader()
-    before = _usage(reader)
     worker_pid = impl.start_fresh_worker(cuda_context=True)
-    after = _usage(reader)
-    attribution = attribute(before, after, worker_pid, os.getpid())
-    baseline = attribution.counted(after)
+    listed = _usage(reader)
+    attribution = attribute(listed, worker_pid, lambda: _find_by_marker(impl, reader, listed))
+    baseline = attribution.counted(_usage(reader))
     impl.run(fn, *args, **kwargs)                  # imports the student's modules, compiles, autotunes
     sampler = Sampler(lambda: attribution.counted(_usage(reader)), interval_s)
     with sampler:
         claim = impl.run(fn, *args, **kwargs)
     return WorkerMemory(baseline, max(sampler.peak, baseline), sampler.samples, sampler.interval_ms,
                         attribution.how, claim)
+
+
+def _find_by_marker(impl, reader, before: dict) -> tuple[int, int]:
+    """(the worker's pid as the driver lists it, the marker's bytes): harness calls that touch no student
+    module, so no student code has run yet."""
+    from grader.perf.in_worker import hold_marker, release_marker
+
+    marker = 2 * MIB * random.SystemRandom().randrange(*MARKER_STEPS)
+    impl.run_harness(hold_marker, marker)
+    holding = _usage(reader)
+    impl.run_harness(release_marker)
+    return marked_pid(before, holding, _usage(reader), marker), marker
