@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from grader.references.mixed_precision import mean_output_loss, single_weight_linear
+
 # ------------------------------------------------------------------ builders (both sides)
 
 
@@ -29,17 +31,6 @@ def make_optimizer(name, params, lr):
     if name == "adamw":
         return torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     raise ValueError(name)
-
-
-def single_weight_linear(value, device):
-    model = nn.Linear(1, 1, bias=False)
-    with torch.no_grad():
-        model.weight.fill_(value)
-    return model.to(device)
-
-
-def mean_output_loss(output, target):
-    return output.mean()
 
 
 def product_loss(output, target):
