@@ -44,6 +44,13 @@ def measure_lengths(impl, scenario, lengths, arguments, reader=None) -> dict[int
     return figures
 
 
+def attention_failures(impl, scenario, batch: int, heads: int, d: int, lengths, is_causal: bool) -> list[str]:
+    """The check on FlashAttention's forward + backward (`scenario`: the checker's peak_extra_memory) at
+    each of `lengths`: what breaks the rules, in words. MemoryUnavailable where it cannot be measured."""
+    figures = measure_lengths(impl, scenario, lengths, lambda n: ("flash_attention", batch, heads, n, d, is_causal))
+    return failures(figures, {n: score_bytes(batch, heads, n) for n in lengths})
+
+
 def failures(figures: dict[int, WorkerMemory], scores: dict[int, int]) -> list[str]:
     """What breaks the rules, in words; empty when the memory is linear in n."""
     short, long = sorted(figures)

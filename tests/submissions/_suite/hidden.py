@@ -26,11 +26,8 @@ def test_softmax_triton_longer_row(impl, gen, device, rows):
 @pytest.mark.triton
 def test_flash_attention_memory_grows_linearly(impl):
     # the hidden suite's memory check at its shape: the driver's figure for the worker, read by the checker
-    batch, heads, d, lengths = 1, 4, 64, (2048, 8192)
     try:
-        figures = memory_growth.measure_lengths(impl, peak_extra_memory, lengths,
-                                                lambda n: ("flash_attention", batch, heads, n, d, False))
+        problems = memory_growth.attention_failures(impl, peak_extra_memory, 1, 4, 64, (2048, 8192), False)
     except MemoryUnavailable as why:
         pytest.skip(f"GPU memory check: not run here ({why})")
-    problems = memory_growth.failures(figures, {n: memory_growth.score_bytes(batch, heads, n) for n in lengths})
     assert not problems, "\n".join(problems)
