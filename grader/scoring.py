@@ -94,16 +94,10 @@ def _score_perf(check: Check, tests: list[TestRecord]) -> CheckScore:
     for test in tests:
         ratio = (test.perf or {}).get("ratio")
         timed = test.outcome == PASSED and ratio is not None
-        credits.append(perf_credit(check, ratio) if timed else 0.0)
+        credits.append(check.ladder.credit(ratio) if timed else 0.0)
         levels.append(check.ladder.level(ratio) if timed else "below")
     lowest = min(levels, key=lambda level: LEVEL_CREDIT[level])
     return CheckScore(check, check.points * sum(credits) / len(credits), tests, level=lowest)
-
-
-def perf_credit(check: Check, ratio: float) -> float:
-    """The fraction of `check`'s points a passed perf test at `ratio` earns on this GPU's ladder (1.0 at
-    or above its top step). The plugin retimes a reading under 1.0 (grader.perf.retime)."""
-    return check.ladder.credit(ratio)
 
 
 # --- the plain data of a score (result.json's "problems", the reports, the local breakdown) ---------------

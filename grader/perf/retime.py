@@ -5,9 +5,9 @@ may pick a slow config, and the worker keeps that pick for every round of the ch
 agree, and no retry flag fires (H200, four references sharing the GPU: bf16 matmul 4096^3 read 0.27,
 0.71, 0.89 and 1.01 of cuBLAS across the copies, while 8192^3 read 1.02-1.11 in all four). So, in
 grading (the isolated worker, on a GPU), a perf test that passed with a ratio below its check's top
-ladder step (scoring's credit under 1: `grader.scoring.perf_credit`), or whose record says `retry`, runs
-once more in a fresh worker from the same inputs (`retime`), and the reading with the higher ratio is
-its record. Noise only ever slows a reading, and each reading is bounded by its own wall window
+ladder step (`grader.points.Ladder.credit` under 1, as scoring counts it), or whose record says
+`retry`, runs once more in a fresh worker from the same inputs (`retime`), and the reading with the
+higher ratio is its record. Noise only ever slows a reading, and each reading is bounded by its own wall window
 (grader.perf.wall_window), so the better of two gives a forged timer nothing that bound does not.
 
 A retime that fails (an exception, a wrong output, a dead worker) leaves the first reading standing:
@@ -30,15 +30,13 @@ ERROR_CHARS = 500            # of a failed retime's error, kept for staff
 def reason_to_retime(check, perf) -> str | None:
     """Why the perf record `perf` of a passed test of `check` is timed again, or None: it is flagged
     retry, or its ratio earns less than the check's full points."""
-    from grader.scoring import perf_credit
-
     if not isinstance(perf, dict) or check is None or check.ladder is None or RETIMED in perf:
         return None
     if perf.get("retry"):
         reasons = (perf.get("measured") or {}).get("retry_reasons") or []
         return "flagged retry" + (f": {'; '.join(map(str, reasons))}" if reasons else "")
     ratio = perf.get("ratio")
-    if _is_ratio(ratio) and perf_credit(check, ratio) < 1.0:
+    if _is_ratio(ratio) and check.ladder.credit(ratio) < 1.0:
         return f"ratio {ratio:.4g} is below the top step ({check.ladder.excellent:g})"
     return None
 
