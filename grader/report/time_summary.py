@@ -43,16 +43,19 @@ def time_rows(results: list[dict]) -> list[TimeRow]:
 
 
 def compiles_per_submission(results: list[dict]) -> float | None:
-    counts = [r["timing"]["compiles"] for r in results
-              if isinstance(r.get("timing"), dict) and isinstance(r["timing"].get("compiles"), int)]
-    return round(sum(counts) / len(counts), 1) if counts else None
+    return _mean_count(results, "compiles")
 
 
 def retimes_per_submission(results: list[dict]) -> float | None:
     """Perf tests timed twice (grader.perf.retime) per submission; None when none was."""
-    counts = [r["timing"].get("retimes", 0) for r in results if isinstance(r.get("timing"), dict)
-              and isinstance(r["timing"].get("retimes", 0), int)]
-    return round(sum(counts) / len(counts), 1) if counts and any(counts) else None
+    return _mean_count(results, "retimes", missing=0) or None
+
+
+def _mean_count(results: list[dict], name: str, missing: int | None = None) -> float | None:
+    """The mean of the count `name` in the results' timing (`missing` where a result lacks it), or None."""
+    counts = [r["timing"].get(name, missing) for r in results if isinstance(r.get("timing"), dict)]
+    counts = [count for count in counts if isinstance(count, int)]
+    return round(sum(counts) / len(counts), 1) if counts else None
 
 
 def time_text(results: list[dict]) -> str:
