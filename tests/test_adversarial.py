@@ -172,8 +172,9 @@ EXPECTED = {
 }
 TIMING_CHEATS = ("timing_side_stream", "timing_memo", "timing_hbm_thread")
 GALLERY_PERF = "softmax.gallery.perf"
-# A cheat's ratio may exceed the clean reference's by run-to-run noise, not more.
-CHEAT_RATIO_TOLERANCE = 1.15
+# A cheat's ratio may exceed the clean reference's by run-to-run noise, not more: copies of the clean
+# softmax read 0.986-0.999 of a copy on one H100.
+CHEAT_RATIO_TOLERANCE = 1.05
 
 HOLES = {  # attack -> why it still scores today (strict xfail: fixing the hole makes the test pass)
 }

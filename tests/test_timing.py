@@ -227,7 +227,8 @@ def _measure_with_accounts(clock, accounts):
         if fn is not perf.time_kernel:
             return real
         events, synced = next(rounds)
-        return max(events, synced / perf.SYNC_SLACK), real[1], real[2], {"events_ms": events, "synced_ms": synced}
+        claim = max(events, perf.span_floor_ms(events, synced))
+        return claim, real[1], real[2], {"events_ms": events, "synced_ms": synced}
 
     impl = ForgingImpl(kernel_module(clock, 2.0), clock, forge)
     return perf.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
@@ -265,9 +266,21 @@ def test_noise_slowing_the_baseline_in_most_rounds_does_not_raise_the_ratio(cloc
 
 
 def test_work_hidden_on_a_side_stream_in_every_round_still_counts(clock):
-    # the timed stream's events see 0.2 ms; every span to a device sync holds the hidden 2.2 ms
+    # the timed stream's events see 0.2 ms; every span to a device sync holds the hidden 2.2 ms, and the
+    # synchronize's slack covers only what the events saw (H100: the cheat read 1.02-1.08 of a copy
+    # against the clean kernel's 0.99 while hidden work earned the slack too)
     result = _measure_with_accounts(clock, [(0.2, 2.2), (0.2, 2.3), (0.2, 2.4)] * 3)
-    assert result.claimed_ms == pytest.approx(2.2 / perf.SYNC_SLACK)
+    assert result.claimed_ms == pytest.approx(2.2 - (perf.SYNC_SLACK - 1) * 0.2)
+
+
+@pytest.mark.parametrize("events, synced, graded", [
+    (1.0, 1.08, 1.0),        # honest: the span's wake-up within the slack
+    (1.0, 1.2, 1.1),         # honest, host slowed past the slack: the excess counts, continuously
+    (0.0, 2.0, 2.0),         # every call's work on a side stream: the whole span counts
+    (0.5, 1.0, 0.95),        # half of it hidden: the slack of the visible half only
+])
+def test_the_synchronize_s_slack_is_earned_only_by_work_the_events_saw(events, synced, graded):
+    assert max(events, perf.span_floor_ms(events, synced)) == pytest.approx(graded)
 
 
 def test_the_quickest_span_never_raises_a_claim_and_needs_an_account():
@@ -276,7 +289,7 @@ def test_the_quickest_span_never_raises_a_claim_and_needs_an_account():
 
     measured = [round_(1.0, events_ms=2.0, synced_ms=2.2), round_(3.0, events_ms=1.0, synced_ms=3.3),
                 round_(3.0, events_ms=1.0)]
-    assert perf.graded_claims(measured) == [1.0, 2.0, 3.0]
+    assert perf.graded_claims(measured) == pytest.approx([1.0, 2.2 - (perf.SYNC_SLACK - 1) * 1.0, 3.0])
 
 
 class StalledWindowImpl(FakeImpl):

@@ -128,7 +128,7 @@ def test_work_hidden_from_the_timed_stream_is_counted_by_the_synchronised_span(c
     monkeypatch.setattr(in_worker, "wall_clock", clock)
     modules = types.SimpleNamespace(demo=types.SimpleNamespace(add_one=add_one))
     result = measure(clock, modules)
-    assert result.claimed_ms >= 2.0 / perf.SYNC_SLACK - 1e-9     # the fake clock rounds
+    assert result.claimed_ms >= 2.0 - 1e-6     # the events saw nothing, so no slack (the fake clock rounds)
 
 
 def test_a_host_slowed_by_neighbours_compiles_does_not_slow_an_honest_kernel_s_synchronised_span(monkeypatch):

@@ -20,6 +20,7 @@ from grader.perf.in_worker import (
     device_synchronize,
     release_cached_memory,
     resolve_target,
+    span_floor_ms,
     synced_call_ms,
     time_kernel,
 )
@@ -54,5 +55,6 @@ __all__ = [
     "WALL_AUDITS", "WALL_INPUT_BUDGET_BYTES", "WALL_LONG_FACTOR", "WALL_PASSES", "WALL_SLACK", "WALL_WINDOW_MS",
     "WARMUP_ENV", "WallWindow", "bench_median", "call_repeatedly", "capture_device_sync", "clone_inputs",
     "device_synchronize", "graded_claims", "measure_ratio", "quickest_ratio", "refresh_inputs",
-    "release_cached_memory", "replay_refreshes", "resolve_target", "synced_call_ms", "throughput", "time_kernel",
+    "release_cached_memory", "replay_refreshes", "resolve_target", "span_floor_ms", "synced_call_ms", "throughput",
+    "time_kernel",
 ]

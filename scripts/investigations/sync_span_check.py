@@ -3,7 +3,8 @@
 Times the reference softmax and the `timing_side_stream` gallery cheat (the same kernel, launched on
 a stream nothing waits for) with the worker's own timing function, in this process, and prints each
 one's event time, span to a device-wide synchronize, and the graded claim. The cheat's claim must not
-drop below the clean one's by more than the span's slack (SYNC_SLACK).
+drop below the clean one's by more than noise (2%): the synchronize's slack is earned only by the work
+the events saw (`in_worker.span_floor_ms`), and the cheat's events see none.
 
 Usage: PYTHONPATH=. python scripts/investigations/sync_span_check.py
 """
@@ -22,6 +23,7 @@ from grader.perf import in_worker
 from grader.worker.modules import Modules, resolve
 
 ROOT = Path(__file__).resolve().parents[2]
+NOISE = 1.02
 
 
 def modules_for(folder: Path, attack: str | None) -> Modules:
@@ -50,8 +52,8 @@ def main() -> int:
         print(f"{name}: claimed ms per call over 5 timings {[round(r, 4) for r in runs]}")
     ratio = claims["clean"] / claims["side_stream"]
     print(f"SYNC-SPAN clean {claims['clean']:.4f} ms, side stream {claims['side_stream']:.4f} ms: the cheat "
-          f"looks {ratio:.3f}x as fast as the clean kernel (at most {in_worker.SYNC_SLACK:g}x allowed)")
-    return 0 if ratio <= in_worker.SYNC_SLACK * 1.02 else 1
+          f"looks {ratio:.3f}x as fast as the clean kernel (at most {NOISE:g}x allowed)")
+    return 0 if ratio <= NOISE else 1
 
 
 if __name__ == "__main__":
