@@ -10,6 +10,8 @@
 #           torch-op "kernel"), the broken variants named in VARIANTS (default: the real TF32 mistakes)
 #           and a matmul compiling a kernel per shape: each honest submission's time against the honest
 #           batch's, and what each of the others earned
+#   entries the gallery entries named in ATTACKS and the broken variants named in VARIANTS alone, without
+#           references: what each earned and which checks it lost, in a call too short for `mixed`
 # Run as: OUT=... BUDGET=540 bash scripts/measure/class_proof.sh honest   (then mixed), one device call each.
 set -u
 cd "$(dirname "$0")/../.."
@@ -35,33 +37,20 @@ grade() {   # $1 step: grade $WORK/$1-subs within the budget, then summarise (DR
   tar czf "$OUT/$1.tgz" -C "$WORK" "$1" "$1.log" "$1-summary.txt" "$1-leaderboard.txt"
 }
 
-gallery() {   # $1 folder, then gallery entries to add as submissions
-  python - "$@" <<'PY'
-import sys
-from pathlib import Path
-sys.path.insert(0, "tests")
-from test_adversarial import GALLERY, build_submission
-for name in sys.argv[2:]:
-    build_submission(GALLERY / name, Path(sys.argv[1]) / name, {})
-PY
-}
-
 honest() {
   rm -rf "$WORK/honest-subs" "$WORK/honest"
   references "$WORK/honest-subs" "${REFS:-5}"
   python examples/make_examples.py --out "$WORK/examples" --slow > /dev/null
   for i in $(seq 1 "${SLOW:-3}"); do cp -r "$WORK/examples/slow" "$WORK/honest-subs/slow$i"; done
-  gallery "$WORK/honest-subs" ${ATTACKS:-}
+  entries_into "$WORK/honest-subs" "${ATTACKS:-}" ""
   grade honest
 }
 
 MIXED_ATTACKS="timing_hbm_thread timing_memo timing_side_stream torch_addbmm_dummy_launch"
 
-mixed() {
-  rm -rf "$WORK/mixed-subs" "$WORK/mixed"
-  references "$WORK/mixed-subs" "${REFS:-3}"
-  python - "$WORK/mixed-subs" "${ATTACKS:-$MIXED_ATTACKS}" "${VARIANTS-fa_tf32_products matmul_tf32_products}" <<'PY'
-import shutil, sys
+entries_into() {   # $1 folder, $2 gallery entries, $3 broken variants (tests/broken_variants.py)
+  python - "$@" <<'PY'
+import sys
 from pathlib import Path
 sys.path.insert(0, "tests")
 from broken_variants import build_variant
@@ -71,6 +60,23 @@ for name in sys.argv[2].split():
     build_submission(GALLERY / name, out / name, {})
 for name in sys.argv[3].split():
     build_variant(name, out)
+PY
+}
+
+entries() {
+  rm -rf "$WORK/entries-subs" "$WORK/entries"
+  entries_into "$WORK/entries-subs" "${ATTACKS:-$MIXED_ATTACKS}" "${VARIANTS-fa_tf32_products matmul_tf32_products}"
+  grade entries
+}
+
+mixed() {
+  rm -rf "$WORK/mixed-subs" "$WORK/mixed"
+  references "$WORK/mixed-subs" "${REFS:-3}"
+  entries_into "$WORK/mixed-subs" "${ATTACKS:-$MIXED_ATTACKS}" "${VARIANTS-fa_tf32_products matmul_tf32_products}"
+  python - "$WORK/mixed-subs" <<'PY'
+import shutil, sys
+from pathlib import Path
+out = Path(sys.argv[1])
 heavy = out / "compiles_per_shape"              # the reference, its matmul specialised on every shape
 shutil.copytree(out / "reference1", heavy)
 source = (heavy / "matmul.py").read_text()
