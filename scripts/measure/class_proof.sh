@@ -65,7 +65,7 @@ PY
 
 entries() {
   rm -rf "$WORK/entries-subs" "$WORK/entries"
-  entries_into "$WORK/entries-subs" "${ATTACKS:-$MIXED_ATTACKS}" "${VARIANTS-fa_tf32_products matmul_tf32_products}"
+  entries_into "$WORK/entries-subs" "${ATTACKS-$MIXED_ATTACKS}" "${VARIANTS-fa_tf32_products matmul_tf32_products}"
   grade entries
 }
 
