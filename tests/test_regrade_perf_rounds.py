@@ -37,6 +37,18 @@ def test_rounds_noise_slowed_are_regraded_and_the_rest_left_alone(tmp_path, regr
     assert "2 of 3 perf tests moved" in out
 
 
+
+def test_claims_are_made_again_from_the_worker_s_account_by_the_current_claim_rule(tmp_path, regrade, capsys):
+    # a side-stream kernel's rounds as an H100 recorded them under the old claim, span / 1.1: its events
+    # saw almost nothing, so today's claim is its whole span
+    _result(tmp_path, "side_stream", 1.1, [(1.0 / 1.1, 0.002, 1.0)] * 3)
+    _result(tmp_path, "honest", 1.0, [(1.0, 1.0, 1.05)] * 3)
+    assert regrade.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "side_stream test_speed: 1.1000 -> 1.0002" in out
+    assert "honest" not in out.replace(str(tmp_path), "")
+
+
 def test_a_folder_without_results_is_named(tmp_path, regrade, capsys):
     assert regrade.main([str(tmp_path)]) == 2
     assert f"{tmp_path}: no */result.json here" in capsys.readouterr().err

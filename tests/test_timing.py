@@ -227,8 +227,7 @@ def _measure_with_accounts(clock, accounts):
         if fn is not perf.time_kernel:
             return real
         events, synced = next(rounds)
-        claim = max(events, perf.span_floor_ms(events, synced))
-        return claim, real[1], real[2], {"events_ms": events, "synced_ms": synced}
+        return perf.claimed_ms(events, synced), real[1], real[2], {"events_ms": events, "synced_ms": synced}
 
     impl = ForgingImpl(kernel_module(clock, 2.0), clock, forge)
     return perf.measure_ratio(impl, "demo.add_one", counter_inputs(), {"base": baseline(clock, 1.0)},
@@ -278,9 +277,10 @@ def test_work_hidden_on_a_side_stream_in_every_round_still_counts(clock):
     (1.0, 1.2, 1.1),         # honest, host slowed past the slack: the excess counts, continuously
     (0.0, 2.0, 2.0),         # every call's work on a side stream: the whole span counts
     (0.5, 1.0, 0.95),        # half of it hidden: the slack of the visible half only
+    (1.0, None, 1.0),        # no span (the CPU): the events
 ])
 def test_the_synchronize_s_slack_is_earned_only_by_work_the_events_saw(events, synced, graded):
-    assert max(events, perf.span_floor_ms(events, synced)) == pytest.approx(graded)
+    assert perf.claimed_ms(events, synced) == pytest.approx(graded)
 
 
 def test_the_quickest_span_never_raises_a_claim_and_needs_an_account():

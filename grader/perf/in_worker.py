@@ -106,10 +106,15 @@ def time_kernel(modules, target: str, inputs: tuple, warmup_ms: float = DEFAULT_
               f"{(cloned - began) * 1e3:.1f}, first call {(first - cloned) * 1e3:.1f}, bench "
               f"{(benched - first) * 1e3:.1f}, sync span {(wall_clock() - benched) * 1e3:.1f}", file=sys.stderr)
     account = {"events_ms": float(milliseconds), "synced_ms": None if synced is None else float(synced)}
-    if synced is not None:
-        milliseconds = max(milliseconds, span_floor_ms(milliseconds, synced))
+    milliseconds = claimed_ms(milliseconds, synced)
     device_synchronize()           # the output is complete on every stream before it leaves
     return float(milliseconds), last[0], count[0], account
+
+
+def claimed_ms(events_ms: float, synced_ms: float | None) -> float:
+    """What a call's time is claimed to be: its events' median, raised to the span's floor where a span
+    was measured (on a GPU)."""
+    return events_ms if synced_ms is None else max(events_ms, span_floor_ms(events_ms, synced_ms))
 
 
 def span_floor_ms(events_ms: float, synced_ms: float) -> float:

@@ -3,7 +3,8 @@
 Every perf record keeps its rounds: the worker's claim, the baselines, and the worker's account of the
 claim (events, span to a device sync). This reads each `result.json` under the folders given and prints
 every perf test whose recorded ratio differs from the ratio the current rule
-(`grader.perf.record.graded_claims`, `grader.perf.measure.quickest_ratio`) gives the same rounds. No GPU needed:
+(`grader.perf.in_worker.claimed_ms`, `grader.perf.record.graded_claims`,
+`grader.perf.measure.quickest_ratio`) gives the same rounds. No GPU needed:
 it is how a change to the rule is measured on what an H200 batch really recorded.
 
 Usage: PYTHONPATH=. python scripts/measure/regrade_perf_rounds.py RESULTS_DIR [RESULTS_DIR ...]
@@ -15,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from grader.perf import measure, record
+from grader.perf import in_worker, measure, record
 
 MOVED = 0.005
 
@@ -30,10 +31,17 @@ def perf_tests(result: dict):
 
 
 def rounds_of(measured: dict) -> list[record.Round]:
-    return [record.Round(r["claimed_ms"], r["baseline_ms"], wall_ms=0.0,
-                         account=measure._worker_account({"events_ms": r.get("worker_events_ms"),
-                                                         "synced_ms": r.get("worker_synced_ms")}))
-            for r in measured["rounds"]]
+    """The recorded rounds, each claim made again from the worker's account by the current claim rule
+    (`in_worker.claimed_ms`) where the round kept one, as an honest worker would claim it today."""
+    rounds = []
+    for r in measured["rounds"]:
+        account = measure._worker_account({"events_ms": r.get("worker_events_ms"),
+                                           "synced_ms": r.get("worker_synced_ms")})
+        claim = r["claimed_ms"]
+        if "events_ms" in account:
+            claim = in_worker.claimed_ms(account["events_ms"], account.get("synced_ms"))
+        rounds.append(record.Round(claim, r["baseline_ms"], wall_ms=0.0, account=account))
+    return rounds
 
 
 def regraded_ratio(measured: dict) -> float:
