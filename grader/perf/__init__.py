@@ -55,8 +55,7 @@ __all__ = [
     "LATER_ROUND_WARMUP_MS", "MAX_ROUNDS", "MAX_WALL_CALLS", "MAX_WALL_SETS", "PerfResult", "Round", "SYNC_SLACK",
     "WALL_AUDITS", "WALL_INPUT_BUDGET_BYTES", "WALL_LONG_FACTOR", "WALL_PASSES", "WALL_SLACK", "WALL_WINDOW_MS",
     "WARMUP_ENV", "WallWindow", "bench_median", "call_repeatedly", "capture_device_sync", "claimed_ms",
-    "clone_inputs",
-    "device_synchronize", "graded_claims", "measure_ratio", "quickest_ratio", "refresh_inputs",
+    "clone_inputs", "device_synchronize", "graded_claims", "measure_ratio", "quickest_ratio", "refresh_inputs",
     "release_cached_memory", "replay_refreshes", "resolve_target", "span_floor_ms", "synced_call_ms", "throughput",
     "time_kernel",
 ]

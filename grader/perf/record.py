@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grader.perf.in_worker import span_floor_ms
+from grader.perf import in_worker
 
 
 @dataclass
@@ -20,7 +20,7 @@ class Round:
     pause_ms: float = 0.0              # of which: stopping the worker and waiting for a quiet GPU
     round_ms: float = 0.0              # the whole round, fresh inputs and their transport included
     # The worker's own account of its claim, for whoever looks into a low ratio: its calls' median by
-    # their events, and its span to a device sync (the claim is the larger of it and span_floor_ms).
+    # their events, and its span to a device sync (the claim is in_worker.claimed_ms of the two).
     # Unchecked, like the claim itself.
     account: dict[str, float] = field(default_factory=dict)
 
@@ -132,8 +132,8 @@ def graded_claims(measured: list[Round]) -> list[float]:
     if not spans:
         return [r.submission_ms for r in measured]
     quickest = min(spans)
-    return [min(r.submission_ms, max(r.account["events_ms"], span_floor_ms(r.account["events_ms"], quickest)))
-            if _usable_account(r) else r.submission_ms for r in measured]
+    return [min(r.submission_ms, in_worker.claimed_ms(r.account["events_ms"], quickest)) if _usable_account(r)
+            else r.submission_ms for r in measured]
 
 
 def _usable_account(r: Round) -> bool:
