@@ -784,3 +784,32 @@ def test_a_run_s_budget_is_three_times_the_reference_s_time_unless_the_ta_set_on
     assert Batch.budget_s(batch, part(200.0)) == 90.0
     batch.settings.timeout_option, batch.settings.gpu_mode, batch.settings.timeout = None, False, 1800.0
     assert Batch.budget_s(batch, part(200.0)) == 1800.0                      # CPU: no reference time here
+
+
+# --- math libraries' thread pools ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cores, runs, threads", [(16, 16, 1), (15, 4, 3), (2, 4, 1), (16, 1, 16), (8, 0, 8)])
+def test_each_run_s_thread_pools_get_its_share_of_the_cores(cores, runs, threads):
+    env = sizing_module.thread_pool_env(cores, runs)
+    assert env == {name: str(threads) for name in sizing_module.THREAD_POOL_ENV}
+
+
+@pytest.mark.parametrize("students, threads", [(["a", "b"], "4"), (["alone"], "8")])
+def test_checking_runs_at_once_split_the_cores_between_their_thread_pools(tmp_path, monkeypatch, students, threads):
+    # 8 cores and --jobs 2: two submissions at once get 4 threads each, one by itself all 8
+    _write_suite(tmp_path / "suite")
+    for student in students:
+        _submission(tmp_path / "subs", student, {"softmax.py": GOOD_SOFTMAX, "matmul.py": GOOD_MATMUL})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    graded, real_popen = [], subprocess.Popen
+
+    def popen(argv, **options):
+        if "--impl" in argv and "--collect-only" not in argv:
+            graded.append(dict(options.get("env") or {}))
+        return real_popen(argv, **options)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    assert _grade(tmp_path / "suite", tmp_path / "subs", tmp_path / "out", jobs=2, split=False) == 0
+    assert len(graded) == len(students)
+    assert {env[name] for env in graded for name in sizing_module.THREAD_POOL_ENV} == {threads}

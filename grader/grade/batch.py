@@ -96,6 +96,7 @@ class Batch:
         self.seats: seats.Seats | None = None    # while a split batch runs: the parts at once on each GPU
         # Every run on a GPU gets the cores left after each GPU's timing cores (grader.perf.cores).
         self.compile_cores, self.kept_cores = timing_cores.plan(list(os.sched_getaffinity(0)), list(settings.slots))
+        self.runs_at_once = 1                    # checking runs at once, which share those cores' threads
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -222,6 +223,7 @@ class Batch:
         split = bool(self.parts) and not alone
         admitted = seats.admissions(slot_list, len(self.parts)) if split else slot_list
         self.seats = seats.Seats(seats.counts(slot_list, len(self.parts))) if split else None
+        self.runs_at_once = min(len(admitted), len(sources) * (len(self.parts) if split else 1))
         slots: queue.Queue = queue.Queue()
         for slot in admitted:
             slots.put(slot)
@@ -378,6 +380,8 @@ class Batch:
         lock_env = {gpu_lock.FDS_ENV: gpu_lock.env_value(lock_fds)} if lock_fds else {}
         kept = self.kept_cores.get(slot, [])
         cores_env = {timing_cores.CORES_ENV: timing_cores.env_value(kept)} if kept else {}
+        threads_env = sizing.thread_pool_env(len(self.compile_cores) or len(os.sched_getaffinity(0)),
+                                             self.runs_at_once)
         launch = sandbox.build_launch(
             command, scratch=scratch, checker_root=self.checker_tree_for(scratch),
             gpus=[slot] if slot is not None else ([] if not self.settings.gpu_mode else None),
@@ -385,7 +389,7 @@ class Batch:
             masked=self.masked_paths(), device_nodes=sandbox.gpu_device_nodes(),
             keep_visible=self.python_paths, disposable_copy=self.disposable_hidden_suite(scratch),
             triton_cache=triton_cache,
-            extra_env={worker.MEMORY_ENV: str(self.settings.worker_memory_mb), **lock_env, **cores_env,
+            extra_env={worker.MEMORY_ENV: str(self.settings.worker_memory_mb), **lock_env, **cores_env, **threads_env,
                        **({TASKS_ENV: str(sizing.RUN_PIDS_MAX)} if self.bwrap else {})})
         argv = launch.argv
         if not launch.sandboxed and self.unshare:

@@ -47,6 +47,19 @@ def run_budget_s(reference_seconds: float, default_s: float) -> float:
     return max(MIN_BUDGET_S, BUDGET_FACTOR * reference_seconds)
 
 
+# Math libraries' thread pools (torch's intra-op OpenMP, MKL, OpenBLAS) size themselves to every core
+# they may use. Sixteen checking runs on sixteen cores, each with a pool of fifteen, spin against each
+# other at every parallel region: eight processes of the PyTorch FlashAttention's CPU checks on two cores
+# took 20-27 s with two threads each and 0.8-0.9 s with one. A run gets its share of the cores instead.
+THREAD_POOL_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def thread_pool_env(cores: int, runs_at_once: int) -> dict[str, str]:
+    """The environment that gives each of `runs_at_once` checking runs its share of `cores` threads."""
+    threads = str(max(1, cores // max(1, runs_at_once)))
+    return {name: threads for name in THREAD_POOL_ENV}
+
+
 def parse_gpus(text: str) -> list[str]:
     """`--gpus 0,1` -> ["0", "1"]; `--gpus ""` or "none" -> [] (CPU only)."""
     if text.strip().lower() in ("", "none", "cpu"):
