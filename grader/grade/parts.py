@@ -12,8 +12,8 @@ its cases is a unit (FlashAttention's backward on ragged shapes, 30 cases, took 
 265 s alone, and as one unit its part was every shared batch's last). Units are packed longest first
 into the part that has the least so far (or one already checking the same problem, where it fits), by
 the seconds the reference's tests took on the grading GPU while a class's worth of them shared it
-(`test_seconds.json`, written by `grader bench grading --copies 8 --per-gpu 4 --save-test-seconds`;
-this module owns that file). Seconds alone mislead: a test that calls into the worker often waits at
+(`test_seconds.json`, written by `grader bench grading --save-test-seconds` or from graded folders by
+the staff script `scripts/measure/save_test_seconds.py`; this module owns that file). Seconds alone mislead: a test that calls into the worker often waits at
 every call while a neighbour times alone, so on the H200 the part of matmul's and accounting's tests
 took 71 s alone and 257-286 s shared, its neighbours 95 s alone and 141-213 s shared; packed by the
 shared seconds, the same tests come to 166-234 s a part. The split is therefore the
