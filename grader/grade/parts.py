@@ -13,10 +13,11 @@ its cases is a unit (FlashAttention's backward on ragged shapes, 30 cases, took 
 into the part that has the least so far (or one already checking the same problem, where it fits), by
 the seconds the reference's tests took on the grading GPU while a class's worth of them shared it
 (`test_seconds.json`, written by `grader bench grading --save-test-seconds` or from graded folders by
-the staff script `scripts/measure/save_test_seconds.py`; this module owns that file). Seconds alone mislead: a test that calls into the worker often waits at
-every call while a neighbour times alone, so on the H200 the part of matmul's and accounting's tests
-took 71 s alone and 257-286 s shared, its neighbours 95 s alone and 141-213 s shared; packed by the
-shared seconds, the same tests come to 166-234 s a part. The split is therefore the
+the staff script `scripts/measure/save_test_seconds.py`; this module owns that file). Seconds alone
+mislead: a test that calls into the worker often waits at every call while a neighbour times alone,
+so on the H200 the part of matmul's and accounting's tests took 71 s alone and 257-286 s shared, its
+neighbours 95 s alone and 141-213 s shared; packed by the shared seconds, the same tests came to
+166-234 s a part. The split is therefore the
 same for every submission of a grader version, and the number of parts follows from the suite: as
 many as it takes for no part to be longer than its longest unit, at most MAX_PARTS and at most a core
 each (parts_per_submission). Split by problem instead, four references at once on the H200 all waited
