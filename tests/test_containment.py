@@ -11,15 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from grader.grade import containment
+from grader.grade import containment, sandbox
 
 UNSHARE = containment.find_unshare()
 pytestmark = pytest.mark.skipif(not containment.works(UNSHARE), reason="unshare cannot create namespaces here")
 
 
 def run_wrapped(code: str, keep: Path, *args: str, readonly=(), as_root=None) -> subprocess.CompletedProcess:
-    argv = containment.wrap([sys.executable, "-c", code, *args], UNSHARE, writable=[keep], readonly=readonly,
-                            as_root=as_root)
+    # the interpreter comes back too, as the runner brings it back: a venv may live in the host's /tmp
+    argv = containment.wrap([sys.executable, "-c", code, *args], UNSHARE, writable=[keep],
+                            readonly=[*readonly, *sandbox.python_paths()], as_root=as_root)
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=keep)
 
 
