@@ -23,7 +23,7 @@ import pytest
 from grader import layout
 from grader.errors import HandoutError
 from grader.handout import verify
-from grader.handout.build import build_handout, grader_closure, make_tarball, public_points_toml
+from grader.handout.build import SKIP_NAMES, build_handout, grader_closure, make_tarball, public_points_toml
 from grader.handout.stubs import REPO_ROOT, expected_stubs
 from grader.handout.writeup import collect_problems, markdown_to_html, module_functions
 from grader.points import load_points
@@ -44,7 +44,9 @@ def repo_points():
 
 
 def files_under(folder: Path) -> set[str]:
-    return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+    """The files a build put in `folder`: not the bytecode caches that importing them writes afterwards."""
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")
+            if p.is_file() and not SKIP_NAMES.intersection(p.relative_to(folder).parts) and p.suffix != ".pyc"}
 
 
 # --- layout ---------------------------------------------------------------------------------------------
@@ -321,6 +323,18 @@ def test_no_shipped_text_names_a_staff_only_path(built):
     assert verify.staff_paths_named(REPO_ROOT, built) == []
     api = (built / "docs" / "harness-api.md").read_text()      # the student version of the contract
     assert "## Fixtures" in api and "broken_variants" not in api and "<!-- staff" not in api
+
+
+def test_a_cache_folder_the_staff_tree_has_is_not_a_staff_only_path(built, tmp_path):
+    # running the tests without PYTHONDONTWRITEBYTECODE leaves assignment/__pycache__ in the staff tree
+    root = tmp_path / "repo"
+    (root / "assignment" / "__pycache__").mkdir(parents=True)
+    (root / "solutions").mkdir()
+    copy = tmp_path / "handout"
+    shutil.copytree(built, copy)
+    (copy / "notes.md").write_text("make clean removes assignment/__pycache__; solutions/ is staff's\n")
+    found = verify.staff_paths_named(root, copy)
+    assert len(found) == 1 and "solutions/" in found[0], found
 
 
 def test_a_shipped_text_naming_a_staff_only_path_is_caught(built, tmp_path):
