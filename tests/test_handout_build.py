@@ -22,8 +22,8 @@ import pytest
 
 from grader import layout
 from grader.errors import HandoutError
-from grader.handout import verify
-from grader.handout.build import SKIP_NAMES, build_handout, grader_closure, make_tarball, public_points_toml
+from grader.handout import SKIP_NAMES, verify
+from grader.handout.build import build_handout, grader_closure, make_tarball, public_points_toml
 from grader.handout.stubs import REPO_ROOT, expected_stubs
 from grader.handout.writeup import collect_problems, markdown_to_html, module_functions
 from grader.points import load_points

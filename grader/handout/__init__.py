@@ -8,3 +8,5 @@
 """
 
 AUDIENCE = "staff"   # builds the handout; never shipped, never graded with (grader/layout.py)
+# Caches Python and pytest write beside the files: the build never ships them, and its proofs ignore them.
+SKIP_NAMES = frozenset({"__pycache__", ".pytest_cache"})

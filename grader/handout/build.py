@@ -28,6 +28,7 @@ import jinja2
 
 from grader import layout
 from grader.errors import HandoutError
+from grader.handout import SKIP_NAMES
 from grader.handout.stubs import REPO_ROOT, expected_stubs
 from grader.handout.writeup import environment, write_writeup
 from grader.perf.cases import KERNELS
@@ -42,7 +43,6 @@ STUDENT_TOOLS = ("grader.bench.__main__", "grader.bench.student",
 # Always shipped: the scoring core the plugin reads (also reached by the closure; listed for clarity).
 ALWAYS = ("grader", "grader.errors", "grader.points", "grader.results", "grader.scoring",
           "grader.layout")   # grader.layout: the AUDIENCE comments of the shipped packages cite it
-SKIP_NAMES = {"__pycache__", ".pytest_cache"}
 
 
 # --- which grader modules the public suite needs ---------------------------------------------------------

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.handout.build import SKIP_NAMES
+from grader.handout import SKIP_NAMES
 from grader.handout.stubs import BEGIN, END, expected_stubs, find_regions, stale_files
 from grader.points import load_points
 from grader.results import NOT_IMPLEMENTED, NOT_RUN_HERE, PASSED, read_stream
