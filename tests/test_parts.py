@@ -113,11 +113,12 @@ def test_a_suite_nothing_was_measured_of_or_too_short_for_a_second_part_is_not_s
 def test_saved_seconds_are_each_tests_mean_and_keep_what_the_file_knew_of_functions_not_run(tmp_path):
     def result(seconds):
         tests = [{"nodeid": f"{_unit('matmul_a')}[{i}]", "duration": seconds * (i + 1)} for i in range(2)]
-        return {"problems": [{"checks": [{"tests": tests}]}], "per_gpu": 4, "parts": ["1-matmul", "2-matmul"]}
+        return {"problems": [{"checks": [{"tests": tests}]}], "per_gpu": 4, "parts": ["1-matmul", "2-matmul"],
+                "environment": {"gpu": "NVIDIA H200"}}
 
     path = tmp_path / "test_seconds.json"
     path.write_text(json.dumps({"seconds": {_unit("softmax_old"): 3.0, _unit("matmul_a"): 9.0}}))
-    written = parts.save_test_seconds([result(1.0), result(2.0)], "NVIDIA H200", path)
+    written = parts.save_test_seconds([result(1.0), result(2.0)], path)
     # matmul_a's old whole-function figure gives way to its cases' own
     assert written == {_unit("softmax_old"): 3.0, f"{_unit('matmul_a')}[0]": 1.5, f"{_unit('matmul_a')}[1]": 3.0}
     assert parts.load_test_seconds(path) == written

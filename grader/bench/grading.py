@@ -46,10 +46,9 @@ def bench_grader(copies: int = 4, jobs: int | None = None, gpus: str | None = No
         gpu_count = len({r.get("gpu") for r in results if r.get("gpu") is not None})
         click.echo(bench_summary(results, elapsed, gpu_count))
         if save_test_seconds and results and all(r["status"] == "graded" for r in results):
-            environment = results[0].get("environment") or {}
-            gpu = str(environment.get("gpu") or environment.get("device") or "cpu")
-            written = parts.save_test_seconds(results, gpu)
-            click.echo(f"wrote the seconds of {len(written)} tests ({gpu}) to {parts.TEST_SECONDS_FILE}")
+            written = parts.save_test_seconds(results)
+            click.echo(f"wrote the seconds of {len(written)} tests ({parts.graded_on(results[0])}) to "
+                       f"{parts.TEST_SECONDS_FILE}")
         return 0 if results and all(r["status"] == "graded" for r in results) else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -175,11 +175,17 @@ def load_test_seconds(path: Path | None = None) -> dict[str, float]:
         return {}
 
 
-def save_test_seconds(results: list[dict], gpu: str, path: Path | None = None) -> dict[str, float]:
+def graded_on(result: dict) -> str:
+    """The GPU a result.json's run had (its header's name, else its device), as the seconds file names it."""
+    environment = result.get("environment") or {}
+    return str(environment.get("gpu") or environment.get("device") or "cpu")
+
+
+def save_test_seconds(results: list[dict], path: Path | None = None) -> dict[str, float]:
     """Write the mean seconds of each test (each case of a parametrized function) over `results`
     (result.json dicts of references graded side by side as a class is), keeping what the file knew of
     the test functions these results did not run; returns what was written. The file says how the
-    references were graded: how many, at how many per GPU, in how many parts."""
+    references were graded: on which GPU, how many, at how many per GPU, in how many parts."""
     path = TEST_SECONDS_FILE if path is None else path
     totals: dict[str, list[float]] = {}
     for result in results:
@@ -191,7 +197,7 @@ def save_test_seconds(results: list[dict], gpu: str, path: Path | None = None) -
     graded = {"references": len(results), "per_gpu": max((int(r.get("per_gpu") or 1) for r in results), default=1),
               "parts": max((len(r.get("parts") or ()) for r in results), default=0)}
     body = {"about": "seconds each test of the reference took on the GPU below, graded as `graded` says; "
-                     "grader.grade.parts splits submissions by it", "gpu": gpu, "graded": graded,
+                     "grader.grade.parts splits submissions by it", "gpu": graded_on(results[0]), "graded": graded,
             "seconds": dict(sorted((kept | measured).items()))}
     Path(path).write_text(json.dumps(body, indent=1) + "\n")
     return kept | measured

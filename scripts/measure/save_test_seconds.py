@@ -39,13 +39,11 @@ def main(argv: list[str]) -> int:
     if not results:
         print(f"no graded reference in {', '.join(map(str, folders)) or 'no folder'}", file=sys.stderr)
         return 1
-    environment = results[0].get("environment") or {}
-    gpu = str(environment.get("gpu") or environment.get("device") or "cpu")
     before = part_seconds(results, parts.load_test_seconds())
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "test_seconds.json" if dry_run else parts.TEST_SECONDS_FILE
-        written = parts.save_test_seconds(results, gpu, path)
-    print(f"{len(results)} graded references ({gpu}), {len(written)} tests' seconds"
+        written = parts.save_test_seconds(results, path)
+    print(f"{len(results)} graded references ({parts.graded_on(results[0])}), {len(written)} tests' seconds"
           f"{'' if dry_run else ' written to ' + str(parts.TEST_SECONDS_FILE)}")
     print(f"parts by the file before: {before}; by these references: {part_seconds(results, written)}")
     return 0
