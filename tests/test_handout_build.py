@@ -22,7 +22,7 @@ import pytest
 
 from grader import layout
 from grader.errors import HandoutError
-from grader.handout import SKIP_NAMES, verify
+from grader.handout import is_cache, verify
 from grader.handout.build import build_handout, grader_closure, make_tarball, public_points_toml
 from grader.handout.stubs import REPO_ROOT, expected_stubs
 from grader.handout.writeup import collect_problems, markdown_to_html, module_functions
@@ -45,8 +45,8 @@ def repo_points():
 
 def files_under(folder: Path) -> set[str]:
     """The files a build put in `folder`: not the bytecode caches that importing them writes afterwards."""
-    return {str(p.relative_to(folder)) for p in folder.rglob("*")
-            if p.is_file() and not SKIP_NAMES.intersection(p.relative_to(folder).parts) and p.suffix != ".pyc"}
+    relative = (p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
+    return {str(path) for path in relative if not is_cache(path)}
 
 
 # --- layout ---------------------------------------------------------------------------------------------

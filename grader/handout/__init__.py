@@ -10,3 +10,8 @@
 AUDIENCE = "staff"   # builds the handout; never shipped, never graded with (grader/layout.py)
 # Caches Python and pytest write beside the files: the build never ships them, and its proofs ignore them.
 SKIP_NAMES = frozenset({"__pycache__", ".pytest_cache"})
+
+
+def is_cache(relative) -> bool:
+    """Whether a path (relative to the tree it is in, a pathlib.Path) is a cache the build leaves out."""
+    return bool(SKIP_NAMES.intersection(relative.parts)) or relative.suffix == ".pyc"

@@ -28,7 +28,7 @@ import jinja2
 
 from grader import layout
 from grader.errors import HandoutError
-from grader.handout import SKIP_NAMES
+from grader.handout import is_cache
 from grader.handout.stubs import REPO_ROOT, expected_stubs
 from grader.handout.writeup import environment, write_writeup
 from grader.perf.cases import KERNELS
@@ -149,7 +149,7 @@ def _num(value: float) -> str:
 
 def _copy_tree(source: Path, target: Path) -> None:
     for path in sorted(source.rglob("*")):
-        if any(part in SKIP_NAMES for part in path.relative_to(source).parts) or path.suffix == ".pyc":
+        if is_cache(path.relative_to(source)):
             continue
         destination = target / path.relative_to(source)
         if path.is_dir():
