@@ -607,3 +607,79 @@ def test_timing_round_trip_through_an_isolated_worker():
         impl.close()
     assert result.claimed_ms > 0 and result.ratio > 0
     assert result.window is not None and result.window.input_sets >= 2
+
+
+class _Timeline:
+    """A host and a GPU in simulated ms: the host pays each launch's cost as it queues, and the GPU runs
+    what was queued, in order, no sooner than it was queued. A synchronize wakes the host 0.01 ms after
+    the GPU's last work."""
+
+    def __init__(self):
+        self.host = self.gpu = 0.0
+
+    def launch(self, host_ms: float, gpu_ms: float) -> float:
+        self.host += host_ms
+        self.gpu = max(self.gpu, self.host) + gpu_ms
+        return self.gpu
+
+    def synchronize(self):
+        self.host = max(self.host, self.gpu) + 0.01
+
+
+class _TimelineEvent:
+    def __init__(self, timeline):
+        self.timeline, self.at = timeline, None
+
+    def record(self):
+        self.at = self.timeline.launch(0.005, 0.0)
+
+    def query(self):
+        return self.at <= self.timeline.host
+
+    def elapsed_time(self, end):
+        return end.at - self.at
+
+
+def _event_times_on(timeline, call_host_ms, kernel_ms=0.19, calls=100):
+    flush = types.SimpleNamespace(zero_=lambda: timeline.launch(0.01, 0.08))
+    return in_worker._event_times(lambda: timeline.launch(call_host_ms, kernel_ms),
+                                  lambda: timeline.launch(0.03, 0.05), flush, calls,
+                                  event=lambda: _TimelineEvent(timeline),
+                                  pause=lambda ms: timeline.launch(0.005, ms))
+
+
+@pytest.mark.parametrize("call_host_ms", [0.02, 0.4, 1.0], ids=["host-ahead", "host-slower", "host-much-slower"])
+def test_a_host_slower_than_the_gpu_does_not_lengthen_a_calls_events(call_host_ms):
+    import statistics
+
+    times, delayed = _event_times_on(_Timeline(), call_host_ms)
+    assert statistics.median(times) == pytest.approx(0.19)
+    assert delayed < len(times) // 4
+
+
+def test_calls_the_host_may_have_delayed_are_counted():
+    _, delayed = _event_times_on(_Timeline(), 0.02)
+    _, delayed_slow_host = _event_times_on(_Timeline(), 1.0)
+    assert delayed == 0 < delayed_slow_host
+
+
+def _quickest_span_on(timeline, call_host_ms, kernel_ms=0.19, calls=50, side_stream_ms=0.0):
+    def call():
+        timeline.launch(call_host_ms, kernel_ms)
+        timeline.gpu += side_stream_ms          # work the timed stream's events never see
+
+    flush = types.SimpleNamespace(zero_=lambda: timeline.launch(0.01, 0.08))
+    options = dict(event=lambda: _TimelineEvent(timeline), synchronize=timeline.synchronize)
+    empty = in_worker._quickest_span_ms(lambda: None, lambda: None, flush, calls, pause=lambda ms: None, **options)
+    span = in_worker._quickest_span_ms(call, lambda: timeline.launch(0.03, 0.05), flush, calls,
+                                       pause=lambda ms: timeline.launch(0.005, ms), **options)
+    return span - empty
+
+
+@pytest.mark.parametrize("call_host_ms", [0.02, 0.4, 1.0], ids=["host-ahead", "host-slower", "host-much-slower"])
+def test_a_host_slower_than_the_gpu_does_not_lengthen_the_span_to_a_device_sync(call_host_ms):
+    assert _quickest_span_on(_Timeline(), call_host_ms) == pytest.approx(0.19, abs=0.01)
+
+
+def test_work_on_a_side_stream_stays_in_the_span_after_its_pause():
+    assert _quickest_span_on(_Timeline(), 0.4, side_stream_ms=0.5) == pytest.approx(0.69, abs=0.01)

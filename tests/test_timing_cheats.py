@@ -96,16 +96,21 @@ def test_refreshes_replayed_at_once_match_the_worker_s_call_by_call_refreshes():
 
 
 def fake_cuda(monkeypatch, clock, device_sync):
-    """CUDA as grader.perf.in_worker sees it, on a fake clock: events stamped where they are recorded, and a
-    device-wide synchronize that does what the test says."""
+    """CUDA as grader.perf.in_worker sees it, on a fake clock: events stamped where they are recorded (a GPU
+    never behind its host, so a pause on it does nothing), and a device-wide synchronize that does what the
+    test says."""
 
     class Event:
         def record(self):
             self.at = clock()
 
+        def query(self):
+            return True
+
         def elapsed_time(self, end):
             return (end.at - self.at) * 1e3
 
+    monkeypatch.setattr(in_worker, "gpu_pause", lambda ms: None)
     monkeypatch.setattr(in_worker, "cuda_available", lambda: True)
     monkeypatch.setattr(in_worker, "_captured_sync", device_sync)
     monkeypatch.setattr(in_worker, "_timing_event", Event)

@@ -46,6 +46,20 @@ SYNC_AGREE = 1.05              # a pass within this factor of the event timing n
 SYNC_PASSES = 3
 MAX_FRESH_CALLS = 100          # a median of 100 calls; each also pays a refresh and an L2 flush
 MAX_FRESH_WARMUP_CALLS = 50
+# The host queues timed calls ahead of the GPU: a pause on the GPU before every QUEUE_AHEAD_CALLS calls,
+# doubled after a call whose start the GPU reached before the call was queued. Without it, a host slower
+# to launch a call than the GPU is to refresh and flush lets the queue run dry between a call's start
+# event and its kernel, and the idle time counts as the kernel's: on an H100 at two per GPU the
+# reference's 4096^3 matmul read 0.25-0.39 ms by its events in rounds where cuBLAS read 0.19, and
+# 0.183-0.189 in every round of nine copies with its calls queued ahead.
+QUEUE_AHEAD_CALLS = 10
+QUEUE_AHEAD_MS = 0.5
+MAX_QUEUE_AHEAD_MS = 16.0
+# The span to a device sync pauses the GPU before each of its calls for the same reason, from this and up
+# to the most; host time the pause hides from the span is bounded by the wall window
+# (grader.perf.wall_window), so the pause stays short.
+SPAN_PAUSE_MS = 0.25
+MAX_SPAN_PAUSE_MS = 2.0
 
 
 def resolve_target(modules, target: str, inputs: tuple):
@@ -71,7 +85,8 @@ def resolve_target(modules, target: str, inputs: tuple):
 def time_kernel(modules, target: str, inputs: tuple, warmup_ms: float = DEFAULT_WARMUP_MS,
                 rep_ms: float = DEFAULT_REP_MS, seed: int | None = None):
     """Worker side: (ms of one call, the output of the last timed call, refreshes before that call, how the
-    ms came about: {"events_ms": the calls' median, "synced_ms": the span to a device sync or None}).
+    ms came about: {"events_ms": the calls' median, "synced_ms": the span to a device sync or None,
+    "delayed_calls": timed calls the host may have delayed}).
 
     With a `seed` (and a "module.function" target), every timed call sees new values: the inputs are
     rolled and sign-flipped in place between calls (`refresh_inputs`), outside the timed part, so an
@@ -98,14 +113,16 @@ def time_kernel(modules, target: str, inputs: tuple, warmup_ms: float = DEFAULT_
     def timed():
         last[0] = step()
 
-    milliseconds = fresh_bench(timed, refresh, warmup_ms, rep_ms)
+    milliseconds, delayed = fresh_bench(timed, refresh, warmup_ms, rep_ms)
     benched = wall_clock()
     synced = synced_call_ms(timed, refresh, milliseconds)
     if os.environ.get("GRADER_TIMING_DEBUG"):   # staff diagnosis: which measure decides, and what took how long
-        print(f"timing {target}: events {milliseconds:.4f} ms, to a device sync {synced} ms; wall ms: clone "
+        print(f"timing {target}: events {milliseconds:.4f} ms ({delayed} calls delayed by the host), to a "
+              f"device sync {synced} ms; wall ms: clone "
               f"{(cloned - began) * 1e3:.1f}, first call {(first - cloned) * 1e3:.1f}, bench "
               f"{(benched - first) * 1e3:.1f}, sync span {(wall_clock() - benched) * 1e3:.1f}", file=sys.stderr)
-    account = {"events_ms": float(milliseconds), "synced_ms": None if synced is None else float(synced)}
+    account = {"events_ms": float(milliseconds), "synced_ms": None if synced is None else float(synced),
+               "delayed_calls": delayed}
     milliseconds = claimed_ms(milliseconds, synced)
     device_synchronize()           # the output is complete on every stream before it leaves
     return float(milliseconds), last[0], count[0], account
@@ -125,12 +142,14 @@ def span_floor_ms(events_ms: float, synced_ms: float) -> float:
     return synced_ms - (SYNC_SLACK - 1) * events_ms
 
 
-def fresh_bench(call, refresh, warmup_ms: float = DEFAULT_WARMUP_MS, rep_ms: float = DEFAULT_REP_MS) -> float:
-    """Median ms of call(), with refresh() and (on a GPU) an L2 flush before each, both untimed.
+def fresh_bench(call, refresh, warmup_ms: float = DEFAULT_WARMUP_MS,
+                rep_ms: float = DEFAULT_REP_MS) -> tuple[float, int]:
+    """(median ms of call(), timed calls the host may have delayed), with refresh() and (on a GPU) an L2
+    flush before each call, both untimed.
 
-    This is do_bench's loop (per-call CUDA events, L2 flushed) with the refresh beside the flush.
-    Without CUDA the wall clock stands in through bench_median, refresh included (CPU times are
-    never graded).
+    This is do_bench's loop (per-call CUDA events, L2 flushed) with the refresh beside the flush, and the
+    calls queued ahead of the GPU (`_event_times`). Without CUDA the wall clock stands in through
+    bench_median, refresh included (CPU times are never graded).
     """
     import torch
 
@@ -138,45 +157,86 @@ def fresh_bench(call, refresh, warmup_ms: float = DEFAULT_WARMUP_MS, rep_ms: flo
         def refreshed():
             refresh()
             call()
-        return bench_median(refreshed, warmup_ms, rep_ms)
+        return bench_median(refreshed, warmup_ms, rep_ms), 0
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
     device_synchronize()
-    estimate = _event_times(call, refresh, flush, 5)
+    estimate, _ = _event_times(call, refresh, flush, 5)
     per_call = max(statistics.median(estimate), 1e-3)
     # Capped call counts: each call also pays a refresh and a flush (~0.5 ms for 256 MB inputs), and this
     # runs while the GPU is held alone; 200 samples pin a median down well enough.
     warm = clamp(math.ceil(warmup_ms / per_call), 1, MAX_FRESH_WARMUP_CALLS)
     _event_times(call, refresh, flush, warm)
-    times = _event_times(call, refresh, flush, clamp(math.ceil(rep_ms / per_call), 5, MAX_FRESH_CALLS))
-    return statistics.median(times)
+    times, delayed = _event_times(call, refresh, flush, clamp(math.ceil(rep_ms / per_call), 5, MAX_FRESH_CALLS))
+    return statistics.median(times), delayed
 
 
-def _event_times(call, refresh, flush, n):
-    import torch
+def _event_times(call, refresh, flush, n, event=None, pause=None) -> tuple[list[float], int]:
+    """(each of n calls' ms by its events, how many the host may have delayed).
 
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    for start, end in zip(starts, ends):
+    A call is delayed when the GPU had reached its start event before the host had queued its end: the
+    GPU may then have idled inside the call's events, waiting for the host. Each such call doubles the
+    pause that lets the host queue the next QUEUE_AHEAD_CALLS calls before the GPU gets to them.
+    """
+    event = event or _timing_event
+    pause = pause or gpu_pause
+    starts = [event() for _ in range(n)]
+    ends = [event() for _ in range(n)]
+    ahead_ms, delayed = QUEUE_AHEAD_MS, 0
+    for index, (start, end) in enumerate(zip(starts, ends)):
+        if index % QUEUE_AHEAD_CALLS == 0:
+            pause(ahead_ms)
         refresh()
         flush.zero_()
         start.record()
         call()
         end.record()
+        if start.query():
+            delayed += 1
+            ahead_ms = min(2 * ahead_ms, MAX_QUEUE_AHEAD_MS)
     device_synchronize()
-    return [start.elapsed_time(end) for start, end in zip(starts, ends)]
+    return [start.elapsed_time(end) for start, end in zip(starts, ends)], delayed
+
+
+_SLEEP_CYCLES_PER_MS: list[float] = []
+SLEEP_CALIBRATION_CYCLES = 2_000_000
+
+
+def gpu_pause(ms: float) -> None:
+    """Keep the current stream busy for about `ms` without touching memory (torch's spin kernel)."""
+    import torch
+
+    if not _SLEEP_CYCLES_PER_MS:
+        _SLEEP_CYCLES_PER_MS.append(_sleep_cycles_per_ms())
+    torch.cuda._sleep(int(ms * _SLEEP_CYCLES_PER_MS[0]))
+
+
+def _sleep_cycles_per_ms() -> float:
+    """The spin kernel's cycles per ms, timed after an untimed launch: the first launch loads the kernel's
+    module, and timing it would make every later pause a fraction of its length."""
+    import torch
+
+    torch.cuda._sleep(1000)
+    device_synchronize()
+    start, end = _timing_event(), _timing_event()
+    start.record()
+    torch.cuda._sleep(SLEEP_CALIBRATION_CYCLES)
+    end.record()
+    end.synchronize()
+    return SLEEP_CALIBRATION_CYCLES / max(start.elapsed_time(end), 1e-3)
 
 
 def synced_call_ms(call, refresh, per_call_ms: float) -> float | None:
     """Quickest ms of call() up to a device-wide synchronize, less that synchronize's own cost (None on
     the CPU). Work the call left on a side stream, which the timed stream's events never see, is inside.
 
-    Each sample: refresh, flush L2, start event, call, synchronize every stream, end event. The host's
-    launch of the call overlaps the flush, as in do_bench, so it is not charged; the wake-up of the
-    synchronize and the end event's launch are, and the same loop around an empty call measures them.
-    The quickest sample, not the median: every sample ends at a device-wide synchronize, so hidden work
-    is in each one, while a host descheduled by other submissions' compiles (`--per-gpu`) only ever
-    adds to some. On the H200 the median put a correct matmul at 0.66 of cuBLAS in half its rounds
-    beside two compiling neighbours, against 1.01 by its events.
+    Each sample (`_quickest_span_ms`): a pause on the GPU, refresh, flush L2, start event, call,
+    synchronize every stream, end event. The pause lets the host queue the call before the GPU reaches
+    the start event, so the host's launch is not charged, as do_bench's events do not charge it; the
+    wake-up of the synchronize and the end event's launch are, and the same loop around an empty call
+    measures them. The quickest sample, not the median: every sample ends at a device-wide synchronize,
+    so hidden work is in each one, while a host descheduled by other submissions' compiles (`--per-gpu`)
+    only ever adds to some. On the H200 the median put a correct matmul at 0.66 of cuBLAS in half its
+    rounds beside two compiling neighbours, against 1.01 by its events.
     """
     if not cuda_available():
         return None
@@ -184,32 +244,40 @@ def synced_call_ms(call, refresh, per_call_ms: float) -> float | None:
 
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda") if torch.cuda.is_available() else None
     n = clamp(math.ceil(SYNC_SPAN_MS / max(per_call_ms, 1e-3)), 5, MAX_SYNC_CALLS)
-
-    def quickest_ms(fn, before):
-        samples = []
-        for _ in range(n):
-            before()
-            if flush is not None:
-                flush.zero_()
-            start, end = _timing_event(), _timing_event()
-            start.record()
-            fn()
-            device_synchronize()
-            end.record()
-            device_synchronize()
-            samples.append(start.elapsed_time(end))
-        return min(samples)
-
-    empty = quickest_ms(lambda: None, lambda: None)
+    empty = _quickest_span_ms(lambda: None, lambda: None, flush, n, pause=lambda ms: None)
     # A pass that disagrees with the event timing is measured again and the quickest pass kept: on the
     # H200 a worker's first pass ran ~40% slow while later ones matched the events to 2%, whereas work
     # hidden on a side stream shows in every pass.
     best = math.inf
     for _ in range(SYNC_PASSES):
-        best = min(best, max(0.0, quickest_ms(call, refresh) - empty))
+        best = min(best, max(0.0, _quickest_span_ms(call, refresh, flush, n) - empty))
         if best <= per_call_ms * SYNC_AGREE:
             break
     return best
+
+
+def _quickest_span_ms(call, refresh, flush, n, event=None, pause=None, synchronize=None) -> float:
+    """The quickest of n spans from call()'s start event to an event recorded after a device-wide
+    synchronize. A sample whose start the GPU reached before the call was queued doubles the pause before
+    the next, up to MAX_SPAN_PAUSE_MS."""
+    event, pause = event or _timing_event, pause or gpu_pause
+    synchronize = synchronize or device_synchronize
+    samples, pause_ms = [], SPAN_PAUSE_MS
+    for _ in range(n):
+        pause(pause_ms)
+        refresh()
+        if flush is not None:
+            flush.zero_()
+        start, end = event(), event()
+        start.record()
+        call()
+        if start.query():
+            pause_ms = min(2 * pause_ms, MAX_SPAN_PAUSE_MS)
+        synchronize()
+        end.record()
+        synchronize()
+        samples.append(start.elapsed_time(end))
+    return min(samples)
 
 
 def _timing_event():

@@ -333,12 +333,13 @@ def _time_submission(impl, target, inputs, warmup_ms, rep_ms, clock, sync, seed)
 
 
 def _worker_account(account) -> dict[str, float]:
-    """The worker's account of its claim, reduced to what it may hold: its two known times, if numbers."""
+    """The worker's account of its claim, reduced to what it may hold: its two known times and its count
+    of delayed calls, if numbers."""
     if not isinstance(account, dict):
         return {}
     return {key: float(value) for key, value in account.items()
-            if key in ("events_ms", "synced_ms") and isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and value >= 0}
+            if key in ("events_ms", "synced_ms", "delayed_calls") and isinstance(value, (int, float))
+            and not isinstance(value, bool) and math.isfinite(value) and value >= 0}
 
 
 def _time_baselines(impl, baselines, inputs, bench, warmup_ms, rep_ms, pause, clock=wall_clock):

@@ -20,8 +20,8 @@ class Round:
     pause_ms: float = 0.0              # of which: stopping the worker and waiting for a quiet GPU
     round_ms: float = 0.0              # the whole round, fresh inputs and their transport included
     # The worker's own account of its claim, for whoever looks into a low ratio: its calls' median by
-    # their events, and its span to a device sync (the claim is in_worker.claimed_ms of the two).
-    # Unchecked, like the claim itself.
+    # their events, its span to a device sync (the claim is in_worker.claimed_ms of the two), and how many
+    # timed calls its host may have delayed. Unchecked, like the claim itself.
     account: dict[str, float] = field(default_factory=dict)
 
 
