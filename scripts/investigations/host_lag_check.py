@@ -19,10 +19,12 @@ For each it also times the wall window (grader.perf.wall_window) of the online s
 to a child as the checker hands sets to its worker, and the child's fixed cost of 2 calls: H200, eight
 references at 4 per GPU, one honest window ran 0.66 ms a call against 0.22 ms events in all three
 passes while six checking runs started.
-For each it prints the host's time to launch one call (the part a span to a device sync is charged
-when it outlasts the L2 flush), then the median and worst over ROUNDS timings of the events and the
-span to a device sync (the worker's account), and of the ratio: by each round's own claim, and as
-graded (grader.perf.record.graded_claims).
+For each it prints the host's time to launch one call (the part the timing would be charged if the GPU
+reached a call's start event before the call was queued), then the median and worst over ROUNDS timings
+of the events and the span to a device sync (the worker's account, with its count of calls the host may
+have delayed), and of the ratio: by each round's own claim, and as graded
+(grader.perf.record.graded_claims). Each is timed twice: with the calls queued ahead of the GPU, as
+the worker times them, and launched as do_bench launches them (in_worker.QUEUE_AHEAD_MS set to 0).
 
 The window on the H200 (ms a call, events 0.217-0.234): in-process 0.215-0.234 under every
 load; through IPC 0.218-0.220 idle, 0.22-0.45 with contexts starting, 0.37-0.43 with allocations,
@@ -30,9 +32,14 @@ and the 2-call pass, all fixed cost, 1.8 ms idle, 10-47 ms and 70-101 ms under t
 what a window pass loses to neighbours is the transport's CUDA IPC opens and closes, which wait on
 other processes' driver memory operations; the calls themselves are not slowed.
 
-On the H200 (16 cores, no SMT) no load slowed anything: launches 0.07-0.11 ms, events
-0.186-0.195 ms, spans 0.185-0.198 ms, ratios 0.98-1.04 under every load. What slowed honest matmuls in
-a batch of eight at 4 per GPU is not CPU load as such.
+No CPU load slowed anything, on either GPU node (16 cores each, no SMT):
+  H200: launches 0.07-0.11 ms, events 0.186-0.195 ms, spans 0.185-0.198 ms, ratios 0.98-1.04;
+  H100 (idle, compile, shared-core, compile-smt; queued ahead or not): launches 0.14-0.21 ms, events
+  0.184-0.197 ms, spans 0.184-0.201 ms, ratios 0.95-1.01 at the worst.
+What slowed honest matmuls in a class is not CPU load as such. In a class the GPU reached more calls'
+start events before the host had queued them (up to 10 of 100 calls a round, against 0-2 here idle),
+and the events read clean once the calls were queued ahead (docs/perf-checks.md, "Calls queued ahead
+of the GPU").
 
 Usage: PYTHONPATH=. python scripts/investigations/host_lag_check.py [LOAD ...]   (default: all of LOADS)
 """
@@ -158,19 +165,42 @@ def measure(modules, dtype, label: str) -> None:
     modules.matmul.matmul(a, b)
     launch = launch_ms(lambda: modules.matmul.matmul(a, b))
     cublas_launch = launch_ms(lambda: torch.matmul(a, b))
-    rounds = []
-    for seed in range(ROUNDS):
-        claim, _, _, account = in_worker.time_kernel(modules, "matmul.matmul", (a, b), seed=seed)
-        baseline = triton.testing.do_bench(lambda: torch.matmul(a, b))
-        rounds.append(record.Round(claim, {"cuBLAS": baseline}, wall_ms=0.0, account=account))
+    for queued_ahead in (False, True):
+        rounds = []
+        for seed in range(ROUNDS):
+            with queue_ahead(queued_ahead):
+                claim, _, _, account = in_worker.time_kernel(modules, "matmul.matmul", (a, b), seed=seed)
+            baseline = triton.testing.do_bench(lambda: torch.matmul(a, b))
+            rounds.append(record.Round(claim, {"cuBLAS": baseline}, wall_ms=0.0, account=account))
+        report(rounds, f"{label} {str(dtype).split('.')[-1]} {'queued ahead' if queued_ahead else 'as do_bench'}",
+               f"launch {launch:.3f} ms (cuBLAS {cublas_launch:.3f})")
 
+
+def queue_ahead(on: bool):
+    """The worker's calls queued ahead of the GPU (in_worker.QUEUE_AHEAD_MS), or launched as do_bench does."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def setting():
+        kept = in_worker.QUEUE_AHEAD_MS, in_worker.MAX_QUEUE_AHEAD_MS
+        if not on:
+            in_worker.QUEUE_AHEAD_MS = in_worker.MAX_QUEUE_AHEAD_MS = 0.0
+        try:
+            yield
+        finally:
+            in_worker.QUEUE_AHEAD_MS, in_worker.MAX_QUEUE_AHEAD_MS = kept
+    return setting()
+
+
+def report(rounds, label: str, launch: str) -> None:
     def spread(values, worst=max):
         return f"{statistics.median(values):.4f} worst {worst(values):.4f}"
 
     ratios = [r.baseline_ms["cuBLAS"] / r.submission_ms for r in rounds]
     graded = [r.baseline_ms["cuBLAS"] / ms for r, ms in zip(rounds, record.graded_claims(rounds))]
-    print(f"HOST-LAG {label} {str(dtype).split('.')[-1]}: launch {launch:.3f} ms (cuBLAS {cublas_launch:.3f}); "
-          f"events {spread([r.account['events_ms'] for r in rounds])}, to a device sync "
+    delayed = [int(r.account.get("delayed_calls", 0)) for r in rounds]
+    print(f"HOST-LAG {label}: {launch}; events {spread([r.account['events_ms'] for r in rounds])} "
+          f"(calls delayed by the host per round: {' '.join(map(str, delayed))}), to a device sync "
           f"{spread([r.account['synced_ms'] for r in rounds])}; ratio by each round's claim {spread(ratios, min)}, "
           f"as graded {spread(graded, min)}", flush=True)
 
