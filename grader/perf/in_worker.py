@@ -54,7 +54,7 @@ MAX_FRESH_WARMUP_CALLS = 50
 # 0.183-0.189 in every round of nine copies with its calls queued ahead.
 QUEUE_AHEAD_CALLS = 10
 QUEUE_AHEAD_MS = 0.5
-MAX_QUEUE_AHEAD_MS = 16.0
+MAX_QUEUE_AHEAD_MS = 4.0
 # The span to a device sync pauses the GPU before each of its calls for the same reason, from this and up
 # to the most; host time the pause hides from the span is bounded by the wall window
 # (grader.perf.wall_window), so the pause stays short.
