@@ -24,7 +24,7 @@ reached a call's start event before the call was queued), then the median and wo
 of the events and the span to a device sync (the worker's account, with its count of calls the host may
 have delayed), and of the ratio: by each round's own claim, and as graded
 (grader.perf.record.graded_claims). Each is timed twice: with the calls queued ahead of the GPU, as
-the worker times them, and launched as do_bench launches them (in_worker.QUEUE_AHEAD_MS set to 0).
+the worker times them, and launched as do_bench launches them (in_worker's pauses set to 0).
 
 The window on the H200 (ms a call, events 0.217-0.234): in-process 0.215-0.234 under every
 load; through IPC 0.218-0.220 idle, 0.22-0.45 with contexts starting, 0.37-0.43 with allocations,
@@ -46,6 +46,7 @@ Usage: PYTHONPATH=. python scripts/investigations/host_lag_check.py [LOAD ...]  
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import statistics
@@ -176,20 +177,22 @@ def measure(modules, dtype, label: str) -> None:
                f"launch {launch:.3f} ms (cuBLAS {cublas_launch:.3f})")
 
 
-def queue_ahead(on: bool):
-    """The worker's calls queued ahead of the GPU (in_worker.QUEUE_AHEAD_MS), or launched as do_bench does."""
-    import contextlib
+PAUSES = ("QUEUE_AHEAD_MS", "MAX_QUEUE_AHEAD_MS", "SPAN_PAUSE_MS", "MAX_SPAN_PAUSE_MS")
 
-    @contextlib.contextmanager
-    def setting():
-        kept = in_worker.QUEUE_AHEAD_MS, in_worker.MAX_QUEUE_AHEAD_MS
-        if not on:
-            in_worker.QUEUE_AHEAD_MS = in_worker.MAX_QUEUE_AHEAD_MS = 0.0
-        try:
-            yield
-        finally:
-            in_worker.QUEUE_AHEAD_MS, in_worker.MAX_QUEUE_AHEAD_MS = kept
-    return setting()
+
+@contextlib.contextmanager
+def queue_ahead(on: bool):
+    """The worker's calls and span samples queued ahead of the GPU (in_worker's pauses), or, with every
+    pause 0, launched as do_bench launches them."""
+    kept = {name: getattr(in_worker, name) for name in PAUSES}
+    if not on:
+        for name in PAUSES:
+            setattr(in_worker, name, 0.0)
+    try:
+        yield
+    finally:
+        for name, value in kept.items():
+            setattr(in_worker, name, value)
 
 
 def report(rounds, label: str, launch: str) -> None:
