@@ -19,6 +19,7 @@ reference's 4096^3 matmul at 0.47 of cuBLAS instead of about 0.95.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import os
@@ -197,7 +198,6 @@ def _event_times(call, refresh, flush, n, event=None, pause=None) -> tuple[list[
     return [start.elapsed_time(end) for start, end in zip(starts, ends)], delayed
 
 
-_SLEEP_CYCLES_PER_MS: list[float] = []
 SLEEP_CALIBRATION_CYCLES = 2_000_000
 
 
@@ -205,11 +205,10 @@ def gpu_pause(ms: float) -> None:
     """Keep the current stream busy for about `ms` without touching memory (torch's spin kernel)."""
     import torch
 
-    if not _SLEEP_CYCLES_PER_MS:
-        _SLEEP_CYCLES_PER_MS.append(_sleep_cycles_per_ms())
-    torch.cuda._sleep(int(ms * _SLEEP_CYCLES_PER_MS[0]))
+    torch.cuda._sleep(int(ms * _sleep_cycles_per_ms()))
 
 
+@functools.cache
 def _sleep_cycles_per_ms() -> float:
     """The spin kernel's cycles per ms, timed after an untimed launch: the first launch loads the kernel's
     module, and timing it would make every later pause a fraction of its length."""
