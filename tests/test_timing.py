@@ -6,6 +6,7 @@ runs the worker-side functions in this process (as the in-process impl does).
 
 from __future__ import annotations
 
+import statistics
 import types
 
 import pytest
@@ -652,8 +653,6 @@ def _event_times_on(timeline, call_host_ms, kernel_ms=0.19, calls=100):
 # ten calls within the longest pause.
 @pytest.mark.parametrize("call_host_ms", [0.02, 0.4, 0.6], ids=["host-ahead", "host-slower", "host-twice-as-slow"])
 def test_a_host_slower_than_the_gpu_does_not_lengthen_a_calls_events(call_host_ms):
-    import statistics
-
     times, delayed = _event_times_on(_Timeline(), call_host_ms)
     assert statistics.median(times) == pytest.approx(0.19)
     assert delayed < len(times) // 4
