@@ -12,6 +12,8 @@
 #           batch's, and what each of the others earned
 #   entries the gallery entries named in ATTACKS and the broken variants named in VARIANTS alone, without
 #           references: what each earned and which checks it lost, in a call too short for `mixed`
+# PER_GPU=N grades N at once on the GPU instead of the machine's default; each summary ends with the GPU
+# memory the batch used at its peak.
 # Run as: OUT=... BUDGET=540 bash scripts/measure/class_proof.sh honest   (then mixed), one device call each.
 set -u
 cd "$(dirname "$0")/../.."
@@ -30,11 +32,17 @@ references() {   # $1 folder, $2 copies
 
 grade() {   # $1 step: grade $WORK/$1-subs within the budget, then summarise (DRY=1: only list them)
   if [ -n "${DRY:-}" ]; then ls "$WORK/$1-subs"; return; fi
-  { time timeout "$BUDGET" python -m grader grade "$WORK/$1-subs" --out "$WORK/$1" --gpus 0; } 2>&1 \
-    | tee "$WORK/$1.log"
-  python scripts/measure/class_summary.py "$WORK/$1" "$WORK/$1.log" | tee "$WORK/$1-summary.txt"
+  # the GPU's memory in use, every half second: what the batch needed at its peak
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > "$WORK/$1-gpu-memory.log" 2>&1 &
+  local sampler=$!
+  { time timeout "$BUDGET" python -m grader grade "$WORK/$1-subs" --out "$WORK/$1" --gpus 0 \
+      ${PER_GPU:+--per-gpu "$PER_GPU"}; } 2>&1 | tee "$WORK/$1.log"
+  kill "$sampler" 2>/dev/null
+  { python scripts/measure/class_summary.py "$WORK/$1" "$WORK/$1.log"
+    sort -n "$WORK/$1-gpu-memory.log" | tail -n 1 | awk '{printf "GPU memory in use at most: %.1f GiB\n", $1 / 1024}'
+  } | tee "$WORK/$1-summary.txt"
   python -m grader leaderboard "$WORK/$1" > "$WORK/$1-leaderboard.txt" 2>&1 && head -n 40 "$WORK/$1-leaderboard.txt"
-  tar czf "$OUT/$1.tgz" -C "$WORK" "$1" "$1.log" "$1-summary.txt" "$1-leaderboard.txt"
+  tar czf "$OUT/$1.tgz" -C "$WORK" "$1" "$1.log" "$1-summary.txt" "$1-leaderboard.txt" "$1-gpu-memory.log"
 }
 
 honest() {
