@@ -173,10 +173,10 @@ def _hold_alone(plan: _Check, lock, warm_up_here: bool, wall_check: bool, enviro
 
     clock = plan.clock
     with lock.exclusive(lend_for_compiles=True) as hold:
-        phase_start, lent_before = clock(), _lock_total(lock, "lent_s") or 0.0
+        phase_start, not_alone_before = clock(), _lent_or_waiting(lock)
         if warm_up_here:
             plan.impl.run(warm_up, plan.target, tuple(plan.make_inputs()))
-        phases["warm_up"] = clock() - phase_start - ((_lock_total(lock, "lent_s") or 0.0) - lent_before)
+        phases["warm_up"] = clock() - phase_start - (_lent_or_waiting(lock) - not_alone_before)
         with lock.keep_through_compiles(), timing_cores(plan.impl):
             if hold.waited_out or not lock.alone_now:
                 reasons.append(f"the GPU could not be had alone (waited {hold.waited_s:.0f} s for other "
@@ -370,6 +370,12 @@ def _lock_total(lock, name: str) -> float | None:
     the GPU is not shared."""
     totals = getattr(lock, "totals", None)
     return None if totals is None else getattr(totals, name)
+
+
+def _lent_or_waiting(lock) -> float:
+    """Seconds so far this run's hold was lent to compiles or waited to be taken back: inside a hold, yet
+    not alone."""
+    return (_lock_total(lock, "lent_s") or 0.0) + (_lock_total(lock, "waited_s") or 0.0)
 
 
 def _alloc_retries(impl) -> tuple[int, int]:
