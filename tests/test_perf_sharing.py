@@ -319,3 +319,20 @@ def test_fixtures_set_up_and_torn_down_under_the_shared_lock(monkeypatch, phase,
     with pytest.raises(StopIteration):
         hook.send(None)
     assert not lock.shared_now
+
+
+@pytest.mark.parametrize("cuda_in_use", [True, False], ids=["cuda-in-use", "no-cuda"])
+def test_a_tests_setup_returns_the_gpu_memory_the_previous_test_freed(monkeypatch, cuda_in_use):
+    import torch
+
+    from grader import plugin
+
+    returned = []
+    monkeypatch.setattr(gpu_lock, "current", lambda: RecordingLock())
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: cuda_in_use)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: returned.append("emptied"))
+    hook = plugin.pytest_runtest_setup(types.SimpleNamespace())
+    next(hook)                                   # the fixtures run here, after the cache went back
+    assert returned == (["emptied"] if cuda_in_use else [])
+    with pytest.raises(StopIteration):
+        hook.send(None)
