@@ -13,7 +13,7 @@
 #   entries the gallery entries named in ATTACKS and the broken variants named in VARIANTS alone, without
 #           references: what each earned and which checks it lost, in a call too short for `mixed`
 # PER_GPU=N grades N at once on the GPU instead of the machine's default; each summary ends with the GPU
-# memory the batch used at its peak.
+# memory the batch used at its peak, and what checking runs and workers each held.
 # Run as: OUT=... BUDGET=540 bash scripts/measure/class_proof.sh honest   (then mixed), one device call each.
 set -u
 cd "$(dirname "$0")/../.."
@@ -35,14 +35,18 @@ grade() {   # $1 step: grade $WORK/$1-subs within the budget, then summarise (DR
   # the GPU's memory in use, every half second: what the batch needed at its peak
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 500 > "$WORK/$1-gpu-memory.log" 2>&1 &
   local sampler=$!
+  # and which processes hold it: checking runs or workers
+  python scripts/measure/gpu_process_memory.py sample "$WORK/$1-gpu-processes.log" > /dev/null 2>&1 &
+  local process_sampler=$!
   { time timeout "$BUDGET" python -m grader grade "$WORK/$1-subs" --out "$WORK/$1" --gpus 0 \
       ${PER_GPU:+--per-gpu "$PER_GPU"}; } 2>&1 | tee "$WORK/$1.log"
-  kill "$sampler" 2>/dev/null
+  kill "$sampler" "$process_sampler" 2>/dev/null
   { python scripts/measure/class_summary.py "$WORK/$1" "$WORK/$1.log"
     sort -n "$WORK/$1-gpu-memory.log" | tail -n 1 | awk '{printf "GPU memory in use at most: %.1f GiB\n", $1 / 1024}'
+    python scripts/measure/gpu_process_memory.py summary "$WORK/$1-gpu-processes.log"
   } | tee "$WORK/$1-summary.txt"
   python -m grader leaderboard "$WORK/$1" > "$WORK/$1-leaderboard.txt" 2>&1 && head -n 40 "$WORK/$1-leaderboard.txt"
-  tar czf "$OUT/$1.tgz" -C "$WORK" "$1" "$1.log" "$1-summary.txt" "$1-leaderboard.txt" "$1-gpu-memory.log"
+  tar czf "$OUT/$1.tgz" -C "$WORK" "$1" "$1.log" "$1-summary.txt" "$1-leaderboard.txt" "$1-gpu-memory.log" "$1-gpu-processes.log"
 }
 
 honest() {

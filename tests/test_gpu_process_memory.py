@@ -1,0 +1,46 @@
+"""scripts/measure/gpu_process_memory.py: which processes hold the GPU's memory during a class proof."""
+import importlib.util
+import types
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "measure" / "gpu_process_memory.py"
+
+
+@pytest.fixture(scope="module")
+def tool():
+    spec = importlib.util.spec_from_file_location("gpu_process_memory", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_sample_names_each_process_by_its_kind(tool):
+    smi = "101, 3060\n202, 912\n303, 40\n"
+    kinds = {"101": "checking_run", "202": "worker", "303": "other"}
+    lines = tool.sample_lines(query=lambda *args, **kwargs: types.SimpleNamespace(stdout=smi),
+                              kind_of=kinds.get, now=lambda: 1000.0)
+    assert lines == ["t 1000", "3060 checking_run", "912 worker", "40 other"]
+
+
+def test_the_summary_gives_each_kinds_median_and_largest_and_the_peak_over_all(tool):
+    log = "t 1\n3072 checking_run\n1024 worker\nt 4\n5120 checking_run\n2048 worker\n1024 checking_run\n"
+    lines = tool.summary(tool.read_samples(log))
+    assert lines[0].startswith("checking_run") and "median   3.0 GiB" in lines[0] and "largest   5.0 GiB" in lines[0]
+    assert lines[1].startswith("worker") and "median   1.5 GiB" in lines[1] and "largest   2.0 GiB" in lines[1]
+    assert lines[2] == "all processes at most 8.0 GiB"
+
+
+def test_the_command_line_of_a_checking_run_and_a_worker_tell_them_apart(tool, tmp_path):
+    commands = {"11": b"python\0-c\0import os\nif os.environ.get('GRADER_RUN_TASKS')\0",
+                "12": b"python\0-c\0from grader.worker.process import serve\0"}
+    for pid, command in commands.items():
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "cmdline").write_bytes(command)
+    assert [tool.process_kind(pid, proc=tmp_path) for pid in ("11", "12", "13")] == ["checking_run", "worker", "gone"]
+
+
+def test_a_summary_of_no_samples_says_so(tool, tmp_path, capsys):
+    assert tool.main(["summary", str(tmp_path / "missing.log")]) == 0
+    assert "no GPU process samples" in capsys.readouterr().out
