@@ -1,5 +1,6 @@
 """scripts/measure/gpu_process_memory.py: which processes hold the GPU's memory during a class proof."""
 import importlib.util
+import sys
 import types
 from pathlib import Path
 
@@ -33,8 +34,11 @@ def test_the_summary_gives_each_kinds_median_and_largest_and_the_peak_over_all(t
 
 
 def test_the_command_line_of_a_checking_run_and_a_worker_tell_them_apart(tool, tmp_path):
-    commands = {"11": b"python\0-c\0import os\nif os.environ.get('GRADER_RUN_TASKS')\0",
-                "12": b"python\0-c\0from grader.worker.process import serve\0"}
+    from grader.grade.checking_run import CHECKER_LAUNCHER
+    from grader.worker.process import launch_argv
+
+    commands = {"11": "\0".join([sys.executable, "-c", CHECKER_LAUNCHER, "-p", "grader.plugin"]).encode(),
+                "12": "\0".join(launch_argv(3, 4, 5)).encode()}
     for pid, command in commands.items():
         (tmp_path / pid).mkdir()
         (tmp_path / pid / "cmdline").write_bytes(command)

@@ -14,6 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+from grader.grade.checking_run import TASKS_ENV
+from grader.worker.process import serve
+
 SAMPLE_EVERY_S = 3.0
 
 
@@ -23,9 +26,9 @@ def process_kind(pid: str, proc: Path = Path("/proc")) -> str:
         command = (proc / pid / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return "gone"
-    if "GRADER_RUN_TASKS" in command:
+    if TASKS_ENV in command:                # the checking run's launcher reads it
         return "checking_run"
-    if "grader.worker.process" in command:
+    if serve.__module__ in command:         # the worker's launcher imports serve from it
         return "worker"
     return "other"
 
