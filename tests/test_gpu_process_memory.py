@@ -48,3 +48,20 @@ def test_the_command_line_of_a_checking_run_and_a_worker_tell_them_apart(tool, t
 def test_a_summary_of_no_samples_says_so(tool, tmp_path, capsys):
     assert tool.main(["summary", str(tmp_path / "missing.log")]) == 0
     assert "no GPU process samples" in capsys.readouterr().out
+
+
+def test_sampling_into_a_log_a_previous_batch_wrote_starts_it_afresh(tool, tmp_path, monkeypatch):
+    log = tmp_path / "honest-gpu-processes.log"
+    log.write_text("t 1\n72000 checking_run\n")      # a previous batch's peak, same step, same machine
+    samples = iter([["t 9", "2048 worker"]])
+
+    def one_sample_then_no_nvidia_smi():
+        try:
+            return next(samples)
+        except StopIteration:
+            raise OSError("nvidia-smi went away") from None
+
+    monkeypatch.setattr(tool, "sample_lines", one_sample_then_no_nvidia_smi)
+    monkeypatch.setattr(tool.time, "sleep", lambda seconds: None)
+    assert tool.main(["sample", str(log)]) == 1
+    assert tool.summary(tool.read_samples(log.read_text()))[-1] == "all processes at most 2.0 GiB"

@@ -79,7 +79,7 @@ def main(argv: list[str]) -> int:
         samples = read_samples(log.read_text()) if log.exists() else []
         print("\n".join(summary(samples)) if samples else f"no GPU process samples in {log}")
         return 0
-    with log.open("a") as out:
+    with log.open("w") as out:      # a batch graded again on a warm machine must not inherit the last one's peak
         while True:
             try:
                 out.write("\n".join(sample_lines()) + "\n")
