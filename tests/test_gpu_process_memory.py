@@ -18,10 +18,9 @@ def tool():
 
 
 def test_a_sample_names_each_process_by_its_kind(tool):
-    smi = "101, 3060\n202, 912\n303, 40\n"
-    kinds = {"101": "checking_run", "202": "worker", "303": "other"}
-    lines = tool.sample_lines(query=lambda *args, **kwargs: types.SimpleNamespace(stdout=smi),
-                              kind_of=kinds.get, now=lambda: 1000.0)
+    held = {101: 3060 * 2**20, 202: 912 * 2**20, 303: 40 * 2**20, 404: None}   # 404: the driver does not say
+    kinds = {"101": "checking_run", "202": "worker", "303": "other", "404": "other"}
+    lines = tool.sample_lines(types.SimpleNamespace(usage=lambda: held), kind_of=kinds.get, now=lambda: 1000.0)
     assert lines == ["t 1000", "3060 checking_run", "912 worker", "40 other"]
 
 
@@ -55,13 +54,16 @@ def test_sampling_into_a_log_a_previous_batch_wrote_starts_it_afresh(tool, tmp_p
     log.write_text("t 1\n72000 checking_run\n")      # a previous batch's peak, same step, same machine
     samples = iter([["t 9", "2048 worker"]])
 
-    def one_sample_then_no_nvidia_smi():
+    def one_sample_then_no_driver(gpu):
         try:
             return next(samples)
         except StopIteration:
-            raise OSError("nvidia-smi went away") from None
+            raise tool.nvml.NvmlError("the driver went away") from None
 
-    monkeypatch.setattr(tool, "sample_lines", one_sample_then_no_nvidia_smi)
+    library = types.SimpleNamespace(device_by_index=lambda index: index)
+    monkeypatch.setattr(tool.nvml, "library", lambda: library)
+    monkeypatch.setattr(tool.nvml, "GpuProcesses", lambda *args: object())
+    monkeypatch.setattr(tool, "sample_lines", one_sample_then_no_driver)
     monkeypatch.setattr(tool.time, "sleep", lambda seconds: None)
     assert tool.main(["sample", str(log)]) == 1
     assert tool.summary(tool.read_samples(log.read_text()))[-1] == "all processes at most 2.0 GiB"

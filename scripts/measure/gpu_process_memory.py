@@ -1,7 +1,7 @@
 """Which processes hold a GPU's memory while a class is graded: checking runs (the suites' pytest, with
 their reference maths) or workers (the student's code).
 
-    python scripts/measure/gpu_process_memory.py sample LOG      # every 3 s until killed
+    python scripts/measure/gpu_process_memory.py sample LOG      # GPU 0, where class_proof.sh grades, every 3 s
     python scripts/measure/gpu_process_memory.py summary LOG     # each kind's median and largest, the peak
 
 The log holds one block per sample: a line `t SECONDS`, then `MIB KIND` for each process on the GPU.
@@ -9,12 +9,12 @@ The log holds one block per sample: a line `t SECONDS`, then `MIB KIND` for each
 from __future__ import annotations
 
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from grader.grade.checking_run import TASKS_ENV
+from grader.perf import nvml
 from grader.worker.process import serve
 
 SAMPLE_EVERY_S = 3.0
@@ -33,15 +33,12 @@ def process_kind(pid: str, proc: Path = Path("/proc")) -> str:
     return "other"
 
 
-def sample_lines(query=subprocess.run, kind_of=process_kind, now=time.time) -> list[str]:
-    """One sample's block of the log."""
-    done = query(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                 capture_output=True, text=True, timeout=30)
+def sample_lines(gpu, kind_of=process_kind, now=time.time) -> list[str]:
+    """One sample's block of the log, from the driver's per-process figures (grader.perf.nvml)."""
     lines = [f"t {now():.0f}"]
-    for row in done.stdout.splitlines():
-        pid, _, mib = row.partition(",")
-        if mib.strip().isdigit():
-            lines.append(f"{int(mib)} {kind_of(pid.strip())}")
+    for pid, held in gpu.usage().items():
+        if held is not None:                # None: the driver does not say for this process
+            lines.append(f"{held // 2**20} {kind_of(str(pid))}")
     return lines
 
 
@@ -80,14 +77,16 @@ def main(argv: list[str]) -> int:
         print("\n".join(summary(samples)) if samples else f"no GPU process samples in {log}")
         return 0
     with log.open("w") as out:      # a batch graded again on a warm machine must not inherit the last one's peak
-        while True:
-            try:
-                out.write("\n".join(sample_lines()) + "\n")
-            except (OSError, subprocess.TimeoutExpired) as error:   # no nvidia-smi, or it hung: say so once
-                print(f"cannot sample the GPU's processes: {error}", file=sys.stderr)
-                return 1
-            out.flush()
-            time.sleep(SAMPLE_EVERY_S)
+        try:
+            library = nvml.library()
+            gpu = nvml.GpuProcesses(library, library.device_by_index(0), "GPU 0")
+            while True:
+                out.write("\n".join(sample_lines(gpu)) + "\n")
+                out.flush()
+                time.sleep(SAMPLE_EVERY_S)
+        except nvml.NvmlError as error:     # no driver, or it stopped answering: say so once
+            print(f"cannot sample the GPU's processes: {error}", file=sys.stderr)
+            return 1
 
 
 if __name__ == "__main__":
