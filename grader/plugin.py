@@ -357,8 +357,8 @@ def pytest_runtest_teardown(item):
 
 
 def _return_cached_gpu_memory():
-    """torch keeps what a test freed cached for its own process; a checking run held about 3 GiB of
-    the GPU between tests, and eight of them share a GPU at two submissions of four parts each."""
+    """torch keeps what a test freed cached for its own process, where the other checking runs and
+    workers sharing the GPU cannot use it."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
