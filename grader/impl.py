@@ -343,9 +343,7 @@ class IsolatedImpl(Impl):
                        f"more than {channel.MAX_COMPILE_NOTICES} in one call"
                        if compiles > channel.MAX_COMPILE_NOTICES else None)
             if refusal is None:
-                with lock.set_aside() as aside:
-                    reply = self._next_reply(deadline)
-                deadline += aside.rewait_s
+                reply, deadline = self._through_compile(lock, deadline)
                 refusal = "two 'compiling' in a row" if isinstance(reply, channel.Compiling) else None
             if refusal is not None:
                 raise channel.ChannelError(f"the process running your code sent a compile notice out of turn "
@@ -354,6 +352,18 @@ class IsolatedImpl(Impl):
                 self._send(channel.Resume(), deadline)
                 reply = self._next_reply(deadline)
         return reply, deadline
+
+    def _through_compile(self, lock, deadline: float):
+        """The reply that ends a compile the worker announced, and the call's deadline: the hold is kept
+        for a compile over within gpu_lock.LEND_AFTER_S (a load from Triton's cache), set aside otherwise."""
+        import select
+
+        if select.select([self._sock], [], [], gpu_lock.LEND_AFTER_S)[0]:
+            lock.kept_through_compile()
+            return self._next_reply(deadline), deadline
+        with lock.set_aside() as aside:
+            reply = self._next_reply(deadline)
+        return reply, deadline + aside.rewait_s
 
     def _send(self, message, deadline: float) -> None:
         """Send within the call's deadline: a worker that stops reading is a hung call, never a stalled

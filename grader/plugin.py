@@ -611,7 +611,7 @@ def _write_gpu_lock_totals(terminalreporter) -> None:
         terminalreporter.write_line(f"GPU lock: waited {totals.waited_s:.1f} s in all, {totals.waited_alone_s:.1f} s "
                                     f"of it for the GPU alone ({totals.takes_alone} times); held alone "
                                     f"{totals.alone_s:.1f} s; lent to other submissions during "
-                                    f"{totals.compiles} compiles ({totals.lent_s:.1f} s)")
+                                    f"{totals.lends} of {totals.compiles} compiles ({totals.lent_s:.1f} s)")
 
 
 def _student_code_folder(impl_name: str) -> Path | None:

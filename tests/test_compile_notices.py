@@ -126,7 +126,18 @@ def probing_impl(tmp_path, shared_gpu):
 def test_the_lock_is_lent_out_during_a_compile_and_held_again_before_the_kernel_runs(probing_impl, shared_gpu):
     lock, path = shared_gpu()
     assert probing_impl.softmax.compile_between_probes(str(path)) == [False, True, False]
-    assert lock.totals.compiles == 1
+    assert (lock.totals.compiles, lock.totals.lends) == (1, 1)
+
+
+def test_a_compile_over_at_once_keeps_the_hold_instead_of_taking_it_again_through_the_turnstile(probing_impl,
+                                                                                                 shared_gpu):
+    lock, path = shared_gpu()
+    with lock.exclusive(lend_for_compiles=True):           # a perf check's warm-up, its kernels in Triton's cache
+        assert probing_impl.softmax.compiles(3) == 3
+        assert probing_impl.softmax.probe(str(path)) is False
+    assert not [interval for interval in lock.intervals if interval[0] == "lent"]
+    assert lock.totals.takes_alone == 1                    # not taken again after each compile
+    assert (lock.totals.compiles, lock.totals.lends) == (3, 0)
 
 
 def test_an_ordinary_test_holding_the_lock_throughout_gets_it_back_after_the_compile(probing_impl, shared_gpu):
